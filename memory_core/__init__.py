@@ -1,0 +1,1 @@
+"""mnemo's core: everything the chat process needs, and everything the workers run."""

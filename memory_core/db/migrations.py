@@ -1,0 +1,156 @@
+"""Numbered migrations and the recorded schema version of each database.
+
+Each database records its kind (``state`` or ``ops``) in ``meta`` and its version in
+``PRAGMA user_version`` and ``schema_migrations``. ``migrate()`` applies what is pending in
+one ``BEGIN IMMEDIATE`` transaction (SQLite DDL is transactional), so it is idempotent and a
+crash leaves the old version intact. A database newer than this code is refused.
+
+Adding a migration: append a ``Migration`` to the store's list; never edit a released one.
+A test compares the migrated schema with the metadata in ``schema_*.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import MetaData
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from memory_core.clock import to_db, utcnow
+from memory_core.db import schema_ops, schema_state
+from memory_core.db.sqlite import atomic
+from memory_core.errors import SchemaTooNewError, StoreError
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[Any], None]
+
+
+def create_tables(metadata: MetaData, names: Sequence[str]) -> Callable[[Any], None]:
+    """A migration step creating the named tables (and their indexes) from ``metadata``."""
+    dialect = sqlite_dialect.dialect()
+
+    def apply(conn: Any) -> None:
+        for name in names:
+            table = metadata.tables[name]
+            conn.execute(str(CreateTable(table).compile(dialect=dialect)))
+            for index in table.indexes:
+                conn.execute(str(CreateIndex(index).compile(dialect=dialect)))
+
+    return apply
+
+
+def _fts_ddl(fts: str, base: str) -> list[str]:
+    tokenize = schema_state.FTS_TOKENIZE
+    return [
+        f"CREATE VIRTUAL TABLE {fts} USING fts5(text, content='{base}', "
+        f"content_rowid='id', tokenize='{tokenize}')",
+        f"CREATE TRIGGER {fts}_ai AFTER INSERT ON {base} BEGIN "
+        f"INSERT INTO {fts}(rowid, text) VALUES (new.id, new.text); END",
+        f"CREATE TRIGGER {fts}_ad AFTER DELETE ON {base} BEGIN "
+        f"INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.id, old.text); END",
+        f"CREATE TRIGGER {fts}_au AFTER UPDATE OF text ON {base} BEGIN "
+        f"INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.id, old.text); "
+        f"INSERT INTO {fts}(rowid, text) VALUES (new.id, new.text); END",
+    ]
+
+
+def _create_fts(conn: Any) -> None:
+    for fts, base in schema_state.FTS_TABLES.items():
+        for ddl in _fts_ddl(fts, base):
+            conn.execute(ddl)
+
+
+def _steps(*steps: Callable[[Any], None]) -> Callable[[Any], None]:
+    def apply(conn: Any) -> None:
+        for step in steps:
+            step(conn)
+
+    return apply
+
+
+STATE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "memory model: tenants, turns, episodes, entities, beliefs, outbox", _steps(
+        create_tables(schema_state.metadata, [
+            "meta", "schema_migrations", "tenants", "turns", "episodes", "episode_turns",
+            "entities", "entity_aliases", "entity_merges", "entity_merges_archive", "beliefs",
+            "hygiene_rejections", "outbox", "applied_jobs", "tombstones",
+        ]),
+        _create_fts,
+    )),
+)
+
+OPS_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "queue, spool, audit, recall log, schedules, operations", create_tables(
+        schema_ops.metadata, [
+            "meta", "schema_migrations", "queue_messages", "spool", "audit_log", "recall_log",
+            "schedule_firings", "leases", "heartbeats", "backup_manifests", "restore_drills",
+            "digests", "mirror_cursors",
+        ])),
+)
+
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}
+
+
+def latest_version(kind: str) -> int:
+    return MIGRATIONS[kind][-1].version
+
+
+def current_version(conn: Any) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _recorded_kind(conn: Any) -> str | None:
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if not has_meta:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_kind'").fetchone()
+    return row[0] if row else None
+
+
+def check_version(conn: Any, kind: str, path: str) -> int:
+    """The database's version; raise SchemaTooNewError or StoreError when it is not ours."""
+    version = current_version(conn)
+    latest = latest_version(kind)
+    if version > latest:
+        raise SchemaTooNewError(
+            f"{path} has schema version {version}, newer than this mnemo knows ({latest}): "
+            "upgrade mnemo (`pip install -U mnemo`) or point MNEMO_DATA_DIR at a database "
+            "made by this version"
+        )
+    recorded = _recorded_kind(conn)
+    if version > 0 and recorded != kind:
+        raise StoreError(
+            f"{path} is not a mnemo {kind} database (it records {recorded!r}): check "
+            "MNEMO_DATA_DIR; memory_state.db and memory_ops.db must not be swapped"
+        )
+    return version
+
+
+def migrate(conn: Any, kind: str, path: str) -> list[Migration]:
+    """Apply the pending migrations of a ``state`` or ``ops`` database; return them.
+
+    Idempotent: a second call applies nothing. Raises SchemaTooNewError for a newer database.
+    """
+    pending: list[Migration] = []
+    with atomic(conn):
+        version = check_version(conn, kind, path)
+        pending = [m for m in MIGRATIONS[kind] if m.version > version]
+        for migration in pending:
+            migration.apply(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, to_db(utcnow())),
+            )
+            conn.execute(f"PRAGMA user_version = {int(migration.version)}")
+        if pending and pending[0].version == 1:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('store_kind', ?)", (kind,))
+    return pending

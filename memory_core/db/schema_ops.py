@@ -1,0 +1,141 @@
+"""Schema of ``memory_ops.db`` (cold): the queue, the spool and operational records.
+
+Kept apart from the state db so background bookkeeping never contends with chat reads.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text
+
+metadata = MetaData()
+
+meta = Table(
+    "meta", metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+schema_migrations = Table(
+    "schema_migrations", metadata,
+    Column("version", Integer, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("applied_at", Text, nullable=False),
+)
+
+# The embedded broker's durable queue. A delivered message is leased; a lease that runs out
+# (the worker died) makes it deliverable again. Acked messages are deleted.
+# Times in the queue tables are epoch seconds (REAL): they are compared on every fetch and
+# never shown; everything shown to people uses the ISO text of memory_core.clock.
+queue_messages = Table(
+    "queue_messages", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("message_id", Text, nullable=False, unique=True),
+    Column("queue_name", Text, nullable=False),
+    Column("actor_name", Text, nullable=False),
+    Column("body", LargeBinary, nullable=False),  # the encoded Dramatiq message
+    Column("state", Text, nullable=False),  # ready | leased | dead
+    Column("eta", Float, nullable=False),
+    Column("enqueued_at", Float, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("lease_owner", Text),
+    Column("lease_expires_at", Float),
+    Column("dead_at", Float),
+    Column("last_error", Text),  # the error's type name only, never its text
+    Index("ix_queue_fetch", "queue_name", "state", "eta"),
+)
+
+# Messages accepted while Redis was unreachable; the relay forwards them oldest first.
+spool = Table(
+    "spool", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("message_id", Text, nullable=False, unique=True),
+    Column("queue_name", Text, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("spooled_at", Float, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("tenant", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("object_kind", Text, nullable=False),
+    Column("object_id", Text, nullable=False),
+    Column("message_id", Text),
+    Column("at", Text, nullable=False),
+    Column("detail", Text),  # JSON of ids and counts, never memory text
+    Index("ix_audit_tenant_at", "tenant", "at"),
+)
+
+# One row per recall: the query's digest (never the query), the candidates and why each was
+# kept or dropped. Bounded per tenant (MNEMO_RECALL_LOG_KEEP).
+recall_log = Table(
+    "recall_log", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("tenant", Text, nullable=False),
+    Column("query_digest", Text, nullable=False),
+    Column("at", Text, nullable=False),
+    Column("strategy", Text, nullable=False),
+    Column("explanation", Text, nullable=False),  # JSON
+    Index("ix_recall_log_tenant", "tenant", "id"),
+)
+
+schedule_firings = Table(
+    "schedule_firings", metadata,
+    Column("schedule_id", Text, primary_key=True),
+    Column("window_key", Text, primary_key=True),
+    Column("fired_at", Text, nullable=False),
+    Column("message_id", Text),
+    Column("status", Text, nullable=False),  # enqueued | done | failed | missed
+    Column("finished_at", Text),
+    Column("duration_ms", Integer),
+    Column("error", Text),
+)
+
+leases = Table(
+    "leases", metadata,
+    Column("name", Text, primary_key=True),  # e.g. "scheduler-leader"
+    Column("holder", Text, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+heartbeats = Table(
+    "heartbeats", metadata,
+    Column("process_id", Text, primary_key=True),
+    Column("role", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Text, nullable=False),
+    Column("last_seen_at", Text, nullable=False),
+)
+
+backup_manifests = Table(
+    "backup_manifests", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("created_at", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("manifest", Text, nullable=False),  # JSON: files, sha256, row counts
+)
+
+restore_drills = Table(
+    "restore_drills", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("at", Text, nullable=False),
+    Column("backup_id", Integer),
+    Column("ok", Integer, nullable=False),
+    Column("detail", Text, nullable=False),
+)
+
+digests = Table(
+    "digests", metadata,
+    Column("tenant", Text, primary_key=True),
+    Column("day", Text, primary_key=True),
+    Column("body", Text, nullable=False),  # JSON of counts
+)
+
+mirror_cursors = Table(
+    "mirror_cursors", metadata,
+    Column("sink", Text, primary_key=True),  # postgres | neo4j
+    Column("last_outbox_id", Integer, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)

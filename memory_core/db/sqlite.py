@@ -1,0 +1,166 @@
+"""The one place that opens SQLite.
+
+Every connection gets WAL, ``busy_timeout``, ``foreign_keys``, ``synchronous=NORMAL`` and the
+sqlite-vec extension, and FTS5 is checked. The stdlib ``sqlite3`` of many Python builds cannot
+load extensions; ``pysqlite3`` (from ``pysqlite3-binary``) can, so the factory picks the first
+module that can and fails at open, saying what is missing and how to fix it, when none can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from memory_core.errors import StoreError
+
+_INSTALL_HINT = (
+    "install a SQLite module that can load extensions: `pip install pysqlite3-binary` "
+    "(Linux), or use a Python whose sqlite3 was built with extension loading"
+)
+
+_module_lock = threading.Lock()
+_module: ModuleType | None = None
+
+
+def _can_load_extensions(mod: ModuleType) -> bool:
+    conn = mod.connect(":memory:")
+    try:
+        return hasattr(conn, "enable_load_extension")
+    finally:
+        conn.close()
+
+
+def sqlite_module() -> ModuleType:
+    """The DB-API module used for every connection (pysqlite3 preferred when present)."""
+    global _module
+    with _module_lock:
+        if _module is None:
+            for name in ("pysqlite3.dbapi2", "sqlite3"):
+                try:
+                    mod = importlib.import_module(name)
+                except ImportError:
+                    continue
+                if _can_load_extensions(mod):
+                    _module = mod
+                    break
+            else:
+                raise StoreError(f"no SQLite module here can load the sqlite-vec extension: "
+                                 f"{_INSTALL_HINT}")
+        return _module
+
+
+def _load_sqlite_vec(conn: Any) -> None:
+    try:
+        import sqlite_vec
+    except ImportError as e:
+        raise StoreError("the sqlite-vec package is not installed: `pip install sqlite-vec`") from e
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except Exception as e:
+        raise StoreError(
+            f"sqlite-vec could not be loaded into SQLite ({type(e).__name__}): reinstall it with "
+            f"`pip install --force-reinstall sqlite-vec`, or {_INSTALL_HINT}"
+        ) from e
+
+
+_fts5_checked: set[int] = set()
+
+
+def _check_fts5(conn: Any) -> None:
+    mod_id = id(sqlite_module())
+    if mod_id in _fts5_checked:
+        return
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._mnemo_fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp._mnemo_fts5_probe")
+    except Exception as e:
+        raise StoreError(
+            "this SQLite has no FTS5 full-text search, which mnemo needs: "
+            f"install pysqlite3-binary (SQLite with FTS5) or {_INSTALL_HINT}"
+        ) from e
+    _fts5_checked.add(mod_id)
+
+
+def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> Any:
+    """Open ``path`` with mnemo's pragmas and sqlite-vec loaded.
+
+    The connection is in autocommit mode: use ``atomic()`` for transactions. ``readonly``
+    opens with ``query_only`` (the chat process reads the state db and never writes it).
+    Raises StoreError naming the file and the fix when it cannot be opened.
+    """
+    mod = sqlite_module()
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = mod.connect(
+            str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
+            check_same_thread=False,
+        )
+    except (OSError, mod.Error) as e:
+        raise StoreError(
+            f"cannot open SQLite database {path} ({type(e).__name__}): check that the folder "
+            "exists and is writable, or set MNEMO_DATA_DIR"
+        ) from e
+    try:
+        _load_sqlite_vec(conn)
+        _check_fts5(conn)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{path} could not switch to WAL mode (got {mode}): put the data "
+                             "directory on a local file system")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
+    except mod.Error as e:
+        conn.close()
+        raise StoreError(f"cannot prepare SQLite database {path} ({type(e).__name__}: {e}): "
+                         "check that it is a mnemo database and not corrupt") from e
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+_savepoint_ids = itertools.count()
+
+
+@contextlib.contextmanager
+def atomic(conn: Any, *, immediate: bool = True) -> Iterator[Any]:
+    """A transaction, or a savepoint when one is already open.
+
+    The outermost level uses ``BEGIN IMMEDIATE`` (takes the write lock up front, so a
+    transaction never fails half-way on a lock upgrade). A rollback never hides the error
+    that caused it. Do no I/O (embedding, network) inside: compute first, then write.
+    """
+    if conn.in_transaction:
+        name = f"sp_{next(_savepoint_ids)}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    try:
+        yield conn
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")

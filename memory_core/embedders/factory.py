@@ -1,0 +1,24 @@
+"""Build the configured embedder from Settings (the only place that maps settings to one)."""
+
+from __future__ import annotations
+
+from memory_core.embedders.base import Embedder
+from memory_core.embedders.fastembed import DEFAULT_MODEL, FastEmbedEmbedder
+from memory_core.embedders.hash import HashEmbedder
+from memory_core.settings import Settings
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder named by ``MNEMO_EMBEDDER``. A model that cannot load raises
+    EmbedderError (never a silent fallback to another embedder)."""
+    if settings.embedder == "hash":
+        kwargs = {"batch_size": settings.embed_batch_size} if settings.embed_batch_size else {}
+        return HashEmbedder(dim=settings.hash_dim, **kwargs)
+    kwargs = {"batch_size": settings.embed_batch_size} if settings.embed_batch_size else {}
+    return FastEmbedEmbedder(
+        model_name=settings.embed_model or DEFAULT_MODEL,
+        model_path=str(settings.embed_model_path) if settings.embed_model_path else None,
+        allow_download=settings.embed_allow_download,
+        cache_dir=str(settings.embed_cache_dir) if settings.embed_cache_dir else None,
+        **kwargs,
+    )

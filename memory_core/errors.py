@@ -1,0 +1,51 @@
+"""One error base, few named subclasses. Every message names the object and the fix.
+
+Third-party errors are wrapped at the boundary (``raise ... from e``); the CLI turns any
+``MnemoError`` into a ``click.ClickException``. Messages never echo secrets or memory text.
+"""
+
+from __future__ import annotations
+
+
+class MnemoError(Exception):
+    """Base of every mnemo error. Messages name the object and the fix."""
+
+
+class ConfigurationError(MnemoError):
+    """A setting is missing, malformed or ambiguous."""
+
+
+class StoreError(MnemoError):
+    """A database cannot be opened or used (missing module, extension, permissions)."""
+
+
+class SchemaTooNewError(StoreError):
+    """The database was written by a newer mnemo than this one."""
+
+
+class EmbedderError(MnemoError):
+    """The configured embedder cannot load or run. Never a silent fallback."""
+
+
+class InvalidInputError(MnemoError):
+    """Bad input from a caller: the message names the problem and the fix."""
+
+
+class UnknownPredicateError(InvalidInputError):
+    """A predicate outside the vocabulary in ``memory_core.predicates``."""
+
+
+class UnknownTenantError(InvalidInputError):
+    """A tenant that has not been created."""
+
+
+class NotFoundError(MnemoError):
+    """An id that names nothing (in the caller's tenant)."""
+
+
+class DeletionNotConfirmedError(MnemoError):
+    """A verified delete could not confirm every part; nothing was deleted."""
+
+
+class BrokerError(MnemoError):
+    """The task queue cannot be reached or used."""

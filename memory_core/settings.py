@@ -1,0 +1,308 @@
+"""One frozen Settings object, built from ``MNEMO_*`` variables at each entry point.
+
+Nothing else in mnemo reads the environment. Values are parsed strictly; a bad value is
+refused with a message that names the variable and the valid forms and never repeats the
+value (it may be a secret). Every variable is documented in ``docs/configuration.md``; a test
+fails when one is missing there.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from memory_core.errors import ConfigurationError
+
+PREFIX = "MNEMO_"
+# Variables under this prefix belong to the test suite and benchmarks, not to mnemo itself.
+IGNORED_PREFIXES = ("MNEMO_TEST_",)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+def parse_bool(var: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigurationError(f"{var} must be a boolean: one of true/false, 1/0, yes/no, on/off")
+
+
+def _int_parser(lo: int, hi: int) -> Callable[[str, str], int]:
+    def parse(var: str, raw: str) -> int:
+        try:
+            value = int(raw.strip(), 10)
+        except ValueError:
+            raise ConfigurationError(
+                f"{var} must be a whole number from {lo} to {hi}"
+            ) from None
+        if not lo <= value <= hi:
+            raise ConfigurationError(f"{var} must be a whole number from {lo} to {hi}")
+        return value
+
+    return parse
+
+
+def _choice_parser(*choices: str) -> Callable[[str, str], str]:
+    def parse(var: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ConfigurationError(f"{var} must be one of: {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def parse_tenant(var: str, raw: str) -> str:
+    value = raw.strip()
+    if not _TENANT_RE.match(value):
+        raise ConfigurationError(
+            f"{var} must be a tenant id: 1-64 characters of a-z, 0-9, '_', '.', '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def _text(var: str, raw: str) -> str:
+    value = raw.strip()
+    if not value or any(ord(c) < 32 for c in value):
+        raise ConfigurationError(f"{var} must be non-empty text without control characters")
+    return value
+
+
+def _path(var: str, raw: str) -> Path:
+    return Path(_text(var, raw)).expanduser()
+
+
+def _url_parser(*schemes: str) -> Callable[[str, str], str]:
+    def parse(var: str, raw: str) -> str:
+        value = raw.strip()
+        if any(c.isspace() or ord(c) < 32 for c in value):
+            raise ConfigurationError(f"{var} must be a URL without spaces or control characters")
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError on a malformed port
+        except ValueError:
+            raise ConfigurationError(
+                f"{var} is not a valid URL: use {' or '.join(s + '://...' for s in schemes)}"
+            ) from None
+        if parts.scheme.lower() not in schemes:
+            raise ConfigurationError(
+                f"{var} must start with one of: {', '.join(s + '://' for s in schemes)}"
+            )
+        return value
+
+    return parse
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL with any password replaced by ``***`` (for status output and logs)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class _Var:
+    env: str
+    field: str
+    parse: Callable[[str, str], Any]
+    doc: str
+    secret: bool = False
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mnemo"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything mnemo can be configured with. Build it with ``Settings.from_env()``."""
+
+    data_dir: Path = field(default_factory=_default_data_dir)
+    default_tenant: str = "default"
+    embedder: str = "hash"
+    embed_model: str | None = None  # None: BAAI/bge-small-en-v1.5
+    embed_model_path: Path | None = None
+    embed_allow_download: bool = False
+    embed_cache_dir: Path | None = None
+    embed_batch_size: int | None = None
+    hash_dim: int = 384
+    broker_url: str | None = None
+    postgres_url: str | None = None
+    neo4j_url: str | None = None
+    neo4j_user: str = "neo4j"
+    neo4j_password: str | None = None
+    neo4j_database: str = "neo4j"
+    log_format: str = "auto"
+    log_level: str = "info"
+    busy_timeout_ms: int = 5000
+    max_turn_chars: int = 32_768
+    max_query_chars: int = 4_096
+    recall_max_items: int = 10
+    recall_max_tokens: int = 1_500
+    recall_log_keep: int = 500
+    queue_lease_seconds: int = 60
+    redis_timeout_ms: int = 20
+    worker_processes: int = 2
+    worker_threads: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("data_dir", "embed_model_path", "embed_cache_dir"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, Path(value).expanduser())
+
+    @property
+    def state_db_path(self) -> Path:
+        return self.data_dir / "memory_state.db"
+
+    @property
+    def ops_db_path(self) -> Path:
+        return self.data_dir / "memory_ops.db"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Parse ``MNEMO_*`` variables (``os.environ`` by default); keyword overrides win.
+
+        Raises ConfigurationError naming the variable and its valid forms for a bad value,
+        an unknown ``MNEMO_*`` name (with the nearest known one), or a contradiction.
+        """
+        env = os.environ if environ is None else environ
+        known = {v.env: v for v in VARIABLES}
+        values: dict[str, Any] = {}
+        for name, raw in env.items():
+            if not name.startswith(PREFIX) or name.startswith(IGNORED_PREFIXES):
+                continue
+            var = known.get(name)
+            if var is None:
+                hint = difflib.get_close_matches(name, known, n=1)
+                did_you_mean = f" (did you mean {hint[0]}?)" if hint else ""
+                raise ConfigurationError(
+                    f"unknown setting {name}{did_you_mean}: the valid variables are listed "
+                    "in docs/configuration.md"
+                )
+            if raw.strip() == "":
+                continue  # an empty variable means "not set"
+            values[var.field] = var.parse(name, raw)
+        values.update(overrides)
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Refuse contradictory combinations, listing the valid forms."""
+        if self.embedder == "hash" and self.embed_model_path is not None:
+            raise ConfigurationError(
+                "MNEMO_EMBED_MODEL_PATH is set but MNEMO_EMBEDDER is hash: set "
+                "MNEMO_EMBEDDER=fastembed to use the model, or unset MNEMO_EMBED_MODEL_PATH"
+            )
+        if self.embed_model_path is not None and self.embed_model is None:
+            raise ConfigurationError(
+                "MNEMO_EMBED_MODEL_PATH is set without MNEMO_EMBED_MODEL: name the model the "
+                "folder holds (e.g. sentence-transformers/all-MiniLM-L6-v2), because its "
+                "pooling depends on it"
+            )
+        if self.neo4j_password and not self.neo4j_url:
+            raise ConfigurationError(
+                "MNEMO_NEO4J_PASSWORD is set without MNEMO_NEO4J_URL: set the URL "
+                "(bolt://host:7687) or unset the password"
+            )
+        if self.recall_log_keep < 1:
+            raise ConfigurationError("MNEMO_RECALL_LOG_KEEP must be at least 1")
+
+    @property
+    def broker_kind(self) -> str:
+        """``embedded`` (SQLite queue in memory_ops.db) or ``redis``."""
+        if not self.broker_url or self.broker_url.startswith("sqlite:"):
+            return "embedded"
+        return "redis"
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-able view for status output: URLs without passwords, secrets masked."""
+        out: dict[str, Any] = {}
+        for var in VARIABLES:
+            value = getattr(self, var.field)
+            if var.secret and value:
+                value = "***"
+            elif isinstance(value, str) and "://" in value:
+                value = redact_url(value)
+            elif isinstance(value, Path):
+                value = str(value)
+            out[var.env] = value
+        return out
+
+
+_bool = parse_bool
+VARIABLES: tuple[_Var, ...] = (
+    _Var("MNEMO_DATA_DIR", "data_dir", _path,
+         "Folder of memory_state.db and memory_ops.db."),
+    _Var("MNEMO_TENANT", "default_tenant", parse_tenant,
+         "Tenant used when a caller names none."),
+    _Var("MNEMO_EMBEDDER", "embedder", _choice_parser("hash", "fastembed"),
+         "Embedder for dense recall: hash (keyword-grade, no dependency) or fastembed."),
+    _Var("MNEMO_EMBED_MODEL", "embed_model", _text,
+         "fastembed model name (full registry name); default BAAI/bge-small-en-v1.5."),
+    _Var("MNEMO_EMBED_MODEL_PATH", "embed_model_path", _path,
+         "Local folder holding the fastembed model (ONNX export); used with no network."),
+    _Var("MNEMO_EMBED_ALLOW_DOWNLOAD", "embed_allow_download", _bool,
+         "Let fastembed download the configured model when it is not cached."),
+    _Var("MNEMO_EMBED_CACHE_DIR", "embed_cache_dir", _path,
+         "Where fastembed keeps downloaded models."),
+    _Var("MNEMO_EMBED_BATCH_SIZE", "embed_batch_size", _int_parser(1, 4096),
+         "Texts per embedding batch (default: the embedder's own)."),
+    _Var("MNEMO_HASH_DIM", "hash_dim", _int_parser(16, 4096),
+         "Dimension of the hash embedder's vectors."),
+    _Var("MNEMO_BROKER_URL", "broker_url", _url_parser("sqlite", "redis", "rediss"),
+         "Task queue: unset or sqlite:///PATH for the embedded queue, redis://HOST:PORT/DB "
+         "for Redis.", secret=False),
+    _Var("MNEMO_POSTGRES_URL", "postgres_url", _url_parser("postgresql", "postgres"),
+         "Postgres mirror of beliefs (off when unset)."),
+    _Var("MNEMO_NEO4J_URL", "neo4j_url",
+         _url_parser("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"),
+         "Neo4j dual-write of belief edges (off when unset)."),
+    _Var("MNEMO_NEO4J_USER", "neo4j_user", _text, "Neo4j user name."),
+    _Var("MNEMO_NEO4J_PASSWORD", "neo4j_password", _text, "Neo4j password.", secret=True),
+    _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", _text, "Neo4j database name."),
+    _Var("MNEMO_LOG_FORMAT", "log_format", _choice_parser("auto", "json", "console"),
+         "Log format: auto (JSON unless on a terminal), json or console."),
+    _Var("MNEMO_LOG_LEVEL", "log_level", _choice_parser("debug", "info", "warning", "error"),
+         "Lowest log level written."),
+    _Var("MNEMO_BUSY_TIMEOUT_MS", "busy_timeout_ms", _int_parser(0, 600_000),
+         "How long a SQLite connection waits for a lock before failing."),
+    _Var("MNEMO_MAX_TURN_CHARS", "max_turn_chars", _int_parser(1, 1_000_000),
+         "Longest turn text accepted; longer turns are refused with an error."),
+    _Var("MNEMO_MAX_QUERY_CHARS", "max_query_chars", _int_parser(1, 1_000_000),
+         "Longest recall query accepted; longer queries are refused with an error."),
+    _Var("MNEMO_RECALL_MAX_ITEMS", "recall_max_items", _int_parser(1, 1000),
+         "Default number of items a recall returns."),
+    _Var("MNEMO_RECALL_MAX_TOKENS", "recall_max_tokens", _int_parser(16, 1_000_000),
+         "Default token budget of a recall result."),
+    _Var("MNEMO_RECALL_LOG_KEEP", "recall_log_keep", _int_parser(1, 100_000),
+         "Recall explanations kept per tenant."),
+    _Var("MNEMO_QUEUE_LEASE_SECONDS", "queue_lease_seconds", _int_parser(5, 86_400),
+         "Embedded queue: how long a delivered message is leased before redelivery."),
+    _Var("MNEMO_REDIS_TIMEOUT_MS", "redis_timeout_ms", _int_parser(1, 60_000),
+         "How long after_turn waits for Redis before spooling the message locally."),
+    _Var("MNEMO_WORKER_PROCESSES", "worker_processes", _int_parser(1, 256),
+         "Worker processes started by `mnemo worker` and `mnemo up`."),
+    _Var("MNEMO_WORKER_THREADS", "worker_threads", _int_parser(1, 256),
+         "Threads per worker process."),
+)

@@ -1,0 +1,52 @@
+"""Tenants: every row and query carries one; nothing crosses them.
+
+A tenant must be created before memory is written for it (``mnemo tenant add``); the
+default tenant (``MNEMO_TENANT``) is created by ``Memory.open()`` and the workers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import atomic
+from memory_core.errors import InvalidInputError, UnknownTenantError
+
+_TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+def validate_tenant(tenant: object) -> str:
+    """Return the tenant id or raise InvalidInputError naming the valid form."""
+    if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
+        raise InvalidInputError(
+            "tenant must be 1-64 characters of a-z, 0-9, '_', '.', '-' starting with a letter "
+            "or digit (e.g. 'default' or 'acme-42')"
+        )
+    return tenant
+
+
+def create_tenant(conn: Any, tenant: str) -> bool:
+    """Create ``tenant`` if it does not exist. Returns True when it was created. Idempotent."""
+    validate_tenant(tenant)
+    with atomic(conn):
+        now = to_db(utcnow())
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO tenants (tenant, created_at) VALUES (?, ?)", (tenant, now)
+        )
+        created = cur.rowcount == 1
+        # The memory-model issue adds the tenant's hub entity ``user`` here.
+    return created
+
+
+def require_tenant(conn: Any, tenant: object) -> str:
+    """Return ``tenant`` if it exists, else raise UnknownTenantError with the fix."""
+    validate_tenant(tenant)
+    row = conn.execute("SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone()
+    if row is None:
+        raise UnknownTenantError(
+            f"tenant {tenant!r} does not exist: create it with `mnemo tenant add {tenant}`"
+        )
+    return tenant  # type: ignore[return-value]
+
+
+def list_tenants(conn: Any) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT tenant FROM tenants ORDER BY tenant")]

@@ -1,0 +1,296 @@
+"""Dense vectors in sqlite-vec, and the embedder mismatch guard.
+
+The state db records which embedder identity built its vectors (``meta``). Vectors live in
+one vec0 table per base table and *generation*: ``episodes_vec_g1``, ``beliefs_vec_g1``. When
+the active embedder differs from the recorded one, dense search and vector writes are off
+(vectors are never mixed) until ``reindex`` builds the next generation with the active
+embedder and flips the record in one transaction. A killed reindex resumes where it stopped:
+each batch commits its vectors together with its cursor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memory_core.db.schema_state import VECTOR_BASES
+from memory_core.db.sqlite import atomic
+from memory_core.embedders.base import Embedder
+
+_IDENTITY = "embedder_identity"
+_DIM = "embedder_dim"
+_GENERATION = "vector_generation"
+_TARGET = "reindex_target"  # JSON {identity, dim, generation} while a reindex is under way
+
+
+def vec_table(base: str, generation: int) -> str:
+    if base not in VECTOR_BASES:
+        raise ValueError(f"no vectors for table {base!r}")
+    return f"{base}_vec_g{int(generation)}"
+
+
+def _get(conn: Any, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _set(conn: Any, key: str, value: str) -> None:
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
+
+
+def _create_tables(conn: Any, generation: int, dim: int) -> None:
+    for base in VECTOR_BASES:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(base, generation)} USING vec0("
+            f"tenant text partition key, embedding float[{int(dim)}] distance_metric=cosine)"
+        )
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the state db records against what the process would write."""
+
+    recorded_identity: str | None
+    recorded_dim: int | None
+    generation: int | None
+    active_identity: str
+    active_dim: int
+    reindex_target: dict[str, Any] | None
+
+    @property
+    def match(self) -> bool:
+        return self.recorded_identity == self.active_identity
+
+    @property
+    def dense_enabled(self) -> bool:
+        return self.match and self.generation is not None
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    generation: int
+    embedded: dict[str, int]
+    already_current: bool
+
+
+class VectorIndex:
+    """Vector reads and writes for one embedder against the state db.
+
+    Writes happen inside the caller's transaction; embed first, outside it.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def state(self, conn: Any) -> IndexState:
+        dim = _get(conn, _DIM)
+        gen = _get(conn, _GENERATION)
+        target = _get(conn, _TARGET)
+        return IndexState(
+            recorded_identity=_get(conn, _IDENTITY),
+            recorded_dim=int(dim) if dim else None,
+            generation=int(gen) if gen else None,
+            active_identity=self.embedder.identity,
+            active_dim=self.embedder.dim,
+            reindex_target=json.loads(target) if target else None,
+        )
+
+    def ensure(self, conn: Any) -> IndexState:
+        """Record the active embedder on a database that has none yet (idempotent)."""
+        with atomic(conn):
+            if _get(conn, _IDENTITY) is None:
+                _set(conn, _IDENTITY, self.embedder.identity)
+                _set(conn, _DIM, str(self.embedder.dim))
+                _set(conn, _GENERATION, "1")
+                _create_tables(conn, 1, self.embedder.dim)
+        return self.state(conn)
+
+    def dense_enabled(self, conn: Any) -> bool:
+        return _get(conn, _IDENTITY) == self.embedder.identity
+
+    def _active_table(self, conn: Any, base: str) -> str | None:
+        if not self.dense_enabled(conn):
+            return None
+        return vec_table(base, int(_get(conn, _GENERATION) or 1))
+
+    def _write_tables(self, conn: Any, base: str) -> list[str]:
+        """The active generation when it matches, plus a generation being built for us."""
+        tables = []
+        active = self._active_table(conn, base)
+        if active:
+            tables.append(active)
+        target = _get(conn, _TARGET)
+        if target and json.loads(target)["identity"] == self.embedder.identity:
+            tables.append(vec_table(base, json.loads(target)["generation"]))
+        return tables
+
+    def upsert(self, conn: Any, base: str,
+               items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Write ``(rowid, tenant, vector)`` items; a no-op (0) while dense is off.
+
+        Idempotent: an existing vector for the rowid is replaced.
+        """
+        tables = self._write_tables(conn, base)
+        if not tables or not items:
+            return 0
+        with atomic(conn):
+            for table in tables:
+                conn.executemany(f"DELETE FROM {table} WHERE rowid = ?",
+                                 [(i,) for i, _, _ in items])
+                conn.executemany(
+                    f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)",
+                    [(i, t, _blob(v)) for i, t, v in items],
+                )
+        return len(items)
+
+    def delete(self, conn: Any, base: str, rowids: Sequence[int]) -> int:
+        """Delete the vectors of ``rowids`` from every generation; return how many remain."""
+        tables = _vec_tables(conn, base)
+        for table in tables:
+            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in rowids])
+        marks = ",".join("?" * len(rowids))
+        return sum(
+            conn.execute(f"SELECT count(*) FROM {t} WHERE rowid IN ({marks})",
+                         list(rowids)).fetchone()[0]
+            for t in tables
+        ) if rowids else 0
+
+    def search(self, conn: Any, base: str, tenant: str, vector: np.ndarray,
+               k: int) -> list[tuple[int, float]]:
+        """Nearest ``k`` rowids of ``tenant`` by cosine distance; [] while dense is off."""
+        table = self._active_table(conn, base)
+        if table is None:
+            return []
+        rows = conn.execute(
+            f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? "
+            "AND tenant = ? ORDER BY distance",
+            (_blob(vector), int(k), tenant),
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def counts(self, conn: Any) -> dict[str, int]:
+        """Vectors in the active generation per base table (0 when there is none)."""
+        gen = _get(conn, _GENERATION)
+        out = {}
+        for base in VECTOR_BASES:
+            table = vec_table(base, int(gen)) if gen else None
+            out[base] = _count(conn, table) if table and _exists(conn, table) else 0
+        return out
+
+    def reindex(self, conn: Any, *, batch_size: int = 256,
+                progress: Callable[[str, int, int], None] | None = None) -> ReindexReport:
+        """Re-embed every row with the active embedder into a new generation, then flip.
+
+        Idempotent (a current index is left alone) and resumable (a killed run continues
+        with the same target). Rows written while it runs are picked up before the flip.
+        """
+        state = self.state(conn)
+        if state.match and state.generation is not None:
+            with atomic(conn):  # a reindex for another embedder is abandoned
+                conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
+                             (_TARGET,))
+            _drop_stale(conn, state.generation)
+            return ReindexReport(state.generation, {}, already_current=True)
+        target = self._begin_target(conn, state)
+        gen = target["generation"]
+        embedded = {base: 0 for base in VECTOR_BASES}
+        while True:
+            for base in VECTOR_BASES:
+                embedded[base] += self._fill(conn, base, gen, batch_size, progress)
+            with atomic(conn):
+                if any(_pending(conn, base, gen) for base in VECTOR_BASES):
+                    continue  # new rows arrived while filling; fill them first
+                _set(conn, _IDENTITY, target["identity"])
+                _set(conn, _DIM, str(target["dim"]))
+                _set(conn, _GENERATION, str(gen))
+                conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
+                             (_TARGET,))
+            break
+        _drop_stale(conn, gen)
+        return ReindexReport(gen, embedded, already_current=False)
+
+    def _begin_target(self, conn: Any, state: IndexState) -> dict[str, Any]:
+        with atomic(conn):
+            target = state.reindex_target
+            if target is None or target["identity"] != state.active_identity:
+                gen = max([*_generations(conn), state.generation or 0]) + 1
+                target = {"identity": state.active_identity, "dim": state.active_dim,
+                          "generation": gen}
+                _set(conn, _TARGET, json.dumps(target))
+                conn.execute("DELETE FROM meta WHERE key LIKE 'reindex_cursor:%'")
+            _create_tables(conn, target["generation"], target["dim"])
+        return target
+
+    def _fill(self, conn: Any, base: str, gen: int, batch_size: int,
+              progress: Callable[[str, int, int], None] | None) -> int:
+        table = vec_table(base, gen)
+        total = conn.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
+        done = 0
+        while True:
+            cursor = int(_get(conn, f"reindex_cursor:{base}") or 0)
+            rows = conn.execute(
+                f"SELECT id, tenant, text FROM {base} WHERE id > ? ORDER BY id LIMIT ?",
+                (cursor, batch_size),
+            ).fetchall()
+            if not rows:
+                return done
+            vectors = self.embedder.embed([r[2] for r in rows])  # outside the transaction
+            with atomic(conn):
+                conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r[0],) for r in rows])
+                conn.executemany(
+                    f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)",
+                    [(r[0], r[1], _blob(v)) for r, v in zip(rows, vectors, strict=True)],
+                )
+                _set(conn, f"reindex_cursor:{base}", str(rows[-1][0]))
+            done += len(rows)
+            if progress:
+                progress(base, _count(conn, table), total)
+
+
+def _blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _exists(conn: Any, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (table,)).fetchone() is not None
+
+
+def _count(conn: Any, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def _pending(conn: Any, base: str, gen: int) -> bool:
+    cursor = int(_get(conn, f"reindex_cursor:{base}") or 0)
+    return conn.execute(f"SELECT 1 FROM {base} WHERE id > ? LIMIT 1", (cursor,)).fetchone() \
+        is not None
+
+
+def _generations(conn: Any) -> list[int]:
+    gens = set()
+    for base in VECTOR_BASES:
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                    "AND name GLOB ?", (f"{base}_vec_g[0-9]*",)):
+            suffix = name[len(base) + 6:]
+            if suffix.isdigit():
+                gens.add(int(suffix))
+    return sorted(gens)
+
+
+def _vec_tables(conn: Any, base: str) -> list[str]:
+    return [vec_table(base, g) for g in _generations(conn) if _exists(conn, vec_table(base, g))]
+
+
+def _drop_stale(conn: Any, keep: int) -> None:
+    """Drop vector tables of every generation but ``keep``."""
+    for gen in _generations(conn):
+        if gen == keep:
+            continue
+        with atomic(conn):
+            for base in VECTOR_BASES:
+                conn.execute(f"DROP TABLE IF EXISTS {vec_table(base, gen)}")

@@ -1,0 +1,1 @@
+"""Operator entry points: the ``mnemo`` CLI and the operations scripts."""

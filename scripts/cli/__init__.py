@@ -1,0 +1,18 @@
+"""The ``mnemo`` command line: a click group of nouns (groups) and verbs (commands).
+
+Exit codes: 0 success, 1 a mnemo error (the message says what and how to fix it),
+2 a usage error, 3 a health check that failed.
+"""
+
+from __future__ import annotations
+
+from scripts.cli.app import main
+from scripts.cli.db import db
+from scripts.cli.memory import memory
+from scripts.cli.tenant import tenant
+
+main.add_command(db)
+main.add_command(memory)
+main.add_command(tenant)
+
+__all__ = ["main"]

@@ -1,0 +1,82 @@
+"""``mnemo db``: schema versions and migrations."""
+
+from __future__ import annotations
+
+import click
+
+from memory_core.db import open_ops, open_state
+from memory_core.db import stores as stores_mod
+from memory_core.db.migrations import latest_version
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+
+
+@click.group()
+def db() -> None:
+    """Schema versions and migrations of the two databases.
+
+    Example:
+
+        mnemo db migrate
+    """
+
+
+@db.command()
+@json_option
+@click.pass_obj
+@handle_errors
+def migrate(obj: Ctx, as_json: bool) -> None:
+    """Create or upgrade memory_state.db and memory_ops.db to this version's schema.
+
+    Idempotent: running it again applies nothing. A database newer than this mnemo is
+    refused, untouched.
+
+    Example:
+
+        MNEMO_DATA_DIR=/var/lib/mnemo mnemo db migrate
+    """
+    rows = []
+    for kind, opener in (("state", open_state), ("ops", open_ops)):
+        database = stores_mod.Database(
+            getattr(obj.settings, f"{kind}_db_path"), kind,
+            busy_timeout_ms=obj.settings.busy_timeout_ms,
+        )
+        applied = database.migrate()
+        database.close()
+        opened = opener(obj.settings, migrate=False)
+        rows.append({"database": str(opened.path), "version": opened.version(),
+                     "applied": [f"{m.version:04d} {m.name}" for m in applied]})
+        opened.close()
+    if as_json:
+        emit_json(rows)
+        return
+    emit_table(["database", "version", "applied now"],
+               [[r["database"], r["version"], "; ".join(r["applied"]) or "-"] for r in rows])
+
+
+@db.command()
+@json_option
+@click.pass_obj
+@handle_errors
+def version(obj: Ctx, as_json: bool) -> None:
+    """Show each database's schema version and the version this mnemo writes.
+
+    Example:
+
+        mnemo db version --json
+    """
+    rows = []
+    for kind in ("state", "ops"):
+        path = getattr(obj.settings, f"{kind}_db_path")
+        if not path.exists():
+            rows.append({"database": str(path), "version": None, "latest": latest_version(kind)})
+            continue
+        database = stores_mod.Database(path, kind, busy_timeout_ms=obj.settings.busy_timeout_ms)
+        rows.append({"database": str(path), "version": database.version(),
+                     "latest": latest_version(kind)})
+        database.close()
+    if as_json:
+        emit_json(rows)
+        return
+    emit_table(["database", "version", "latest"],
+               [[r["database"], r["version"] if r["version"] is not None else "missing",
+                 r["latest"]] for r in rows])

@@ -1,0 +1,102 @@
+"""``mnemo memory``: the state of memory, and reindexing after an embedder change."""
+
+from __future__ import annotations
+
+import click
+
+from memory_core.db import open_state
+from memory_core.embedders.factory import make_embedder
+from memory_core.status import memory_status
+from memory_core.vectors import VectorIndex
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, progress
+
+
+@click.group()
+def memory() -> None:
+    """Inspect memory and keep its vector index in step with the embedder.
+
+    Example:
+
+        mnemo memory status --json
+    """
+
+
+@memory.command()
+@json_option
+@click.pass_obj
+@handle_errors
+def status(obj: Ctx, as_json: bool) -> None:
+    """Active vs recorded embedder, match state, and row and vector counts per table.
+
+    When the embedders differ, dense search is off (keyword-only recall) until
+    `mnemo memory reindex`.
+
+    Example:
+
+        mnemo memory status
+    """
+    state = open_state(obj.settings)
+    try:
+        report = memory_status(state, VectorIndex(make_embedder(obj.settings)))
+    finally:
+        state.close()
+    if as_json:
+        emit_json(report)
+        return
+    emb = report["embedder"]
+    click.echo(f"database          {report['database']} (schema {report['schema_version']})")
+    click.echo(f"active embedder   {emb['active']}")
+    click.echo(f"recorded embedder {emb['recorded'] or '-'}")
+    match = {True: "yes", False: "NO", None: "- (the first write records the active one)"}
+    click.echo(f"match             {match[emb['match']]}")
+    click.echo(f"dense search      {report['dense_search']}")
+    if report["reindex_in_progress"]:
+        click.echo("reindex           in progress (run `mnemo memory reindex` to finish it)")
+    click.echo("")
+    emit_table(["table", "rows", "vectors"],
+               [[name, t["rows"], "-" if t["vectors"] is None else t["vectors"]]
+                for name, t in report["tables"].items()])
+
+
+@memory.command()
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="Rows embedded per transaction.")
+@json_option
+@click.pass_obj
+@handle_errors
+def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
+    """Re-embed every episode and belief with the active embedder.
+
+    Builds a new vector generation beside the old one and switches to it in one
+    transaction. Idempotent (a current index is left alone) and resumable: if it is killed,
+    run it again and it continues where it stopped. Recall stays keyword-only until it ends.
+
+    Example:
+
+        MNEMO_EMBEDDER=fastembed MNEMO_EMBED_MODEL=sentence-transformers/all-MiniLM-L6-v2 \\
+        MNEMO_EMBED_MODEL_PATH=/models/all-MiniLM-L6-v2-onnx mnemo memory reindex
+    """
+    state = open_state(obj.settings)
+    index = VectorIndex(make_embedder(obj.settings))
+    last: dict[str, int] = {}
+
+    def show(base: str, done: int, total: int) -> None:
+        if not as_json and done != last.get(base):
+            last[base] = done
+            progress(f"reindex {base}: {done}/{total}")
+
+    try:
+        report = index.reindex(state.conn, batch_size=batch_size, progress=show)
+        counts = index.counts(state.conn)
+    finally:
+        state.close()
+    result = {"generation": report.generation, "already_current": report.already_current,
+              "embedded": report.embedded, "vectors": counts}
+    if as_json:
+        emit_json(result)
+    elif report.already_current:
+        click.echo(f"vector index already matches the active embedder (generation "
+                   f"{report.generation}); nothing to do")
+    else:
+        click.echo(f"reindexed into generation {report.generation}: "
+                   + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -1,0 +1,57 @@
+"""``mnemo tenant``: create and list tenants."""
+
+from __future__ import annotations
+
+import click
+
+from memory_core.db import open_state
+from memory_core.tenants import create_tenant, list_tenants
+from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
+
+
+@click.group()
+def tenant() -> None:
+    """Tenants: every memory belongs to exactly one; nothing crosses them.
+
+    Example:
+
+        mnemo tenant add acme
+    """
+
+
+@tenant.command("add")
+@click.argument("name")
+@click.pass_obj
+@handle_errors
+def add(obj: Ctx, name: str) -> None:
+    """Create tenant NAME (idempotent).
+
+    Example:
+
+        mnemo tenant add acme
+    """
+    db = open_state(obj.settings)
+    created = create_tenant(db.conn, name)
+    db.close()
+    click.echo(f"tenant {name} {'created' if created else 'already exists'}")
+
+
+@tenant.command("list")
+@json_option
+@click.pass_obj
+@handle_errors
+def list_(obj: Ctx, as_json: bool) -> None:
+    """List the tenants.
+
+    Example:
+
+        mnemo tenant list --json
+    """
+    db = open_state(obj.settings)
+    names = list_tenants(db.conn)
+    db.close()
+    if as_json:
+        emit_json(names)
+    else:
+        for name in names:
+            click.echo(name)

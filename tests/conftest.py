@@ -1,0 +1,81 @@
+"""Shared fixtures: real SQLite files under tmp_path, and the real services.
+
+A fixture that cannot reach its service skips on a laptop but fails when ``CI`` is set, so a
+green CI always means the service tests ran.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_core.db import open_ops, open_state
+from memory_core.db.stores import Database
+from memory_core.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+def service_unavailable(what: str) -> None:
+    """Skip locally, fail in CI: a CI run must exercise every real service."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is not reachable, and CI is set: .ci/run must start it")
+    pytest.skip(f"{what} is not reachable")
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def shared_model_path() -> Path:
+    """The small real embedding model shipped in shared/ (see shared/models/README.md)."""
+    env = os.environ.get("MNEMO_TEST_MODEL_PATH")
+    path = Path(env) if env else SHARED / "models" / "all-MiniLM-L6-v2-onnx"
+    if not (path / "model.onnx").exists():
+        service_unavailable(f"the shared embedding model at {path}")
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings with a fresh data directory and nothing else from the environment."""
+    return Settings.from_env({}, data_dir=tmp_path / "data")
+
+
+@pytest.fixture
+def state_db(settings: Settings) -> Iterator[Database]:
+    db = open_state(settings)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def ops_db(settings: Settings) -> Iterator[Database]:
+    db = open_ops(settings)
+    yield db
+    db.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The machine's Redis (127.0.0.1:6379)."""
+    if not port_open("127.0.0.1", 6379):
+        service_unavailable("Redis at 127.0.0.1:6379")
+    return "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The machine's PostgreSQL (127.0.0.1:5432, database test)."""
+    if not port_open("127.0.0.1", 5432):
+        service_unavailable("PostgreSQL at 127.0.0.1:5432")
+    return "postgresql://postgres@127.0.0.1:5432/test"

@@ -1,0 +1,126 @@
+"""Settings: strict parsing, clear refusals that never echo a value, and complete docs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from memory_core.errors import ConfigurationError
+from memory_core.settings import VARIABLES, Settings, redact_url
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+
+
+def test_defaults_need_no_configuration() -> None:
+    s = Settings.from_env({})
+    assert s.embedder == "hash"
+    assert s.broker_kind == "embedded"
+    assert s.state_db_path.name == "memory_state.db"
+    assert s.ops_db_path.name == "memory_ops.db"
+    assert s.state_db_path.parent == s.ops_db_path.parent
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("true", True), ("1", True), ("YES", True), (" on ", True),
+     ("false", False), ("0", False), ("No", False), ("off", False)],
+)
+def test_booleans_are_parsed_explicitly(raw: str, expected: bool) -> None:
+    s = Settings.from_env({"MNEMO_EMBED_ALLOW_DOWNLOAD": raw})
+    assert s.embed_allow_download is expected
+
+
+@pytest.mark.parametrize(
+    ("var", "raw", "fragment"),
+    [
+        ("MNEMO_EMBED_ALLOW_DOWNLOAD", "maybe", "true/false"),
+        ("MNEMO_EMBED_ALLOW_DOWNLOAD", "2", "true/false"),
+        ("MNEMO_WORKER_PROCESSES", "two", "whole number from 1 to 256"),
+        ("MNEMO_WORKER_PROCESSES", "0", "whole number from 1 to 256"),
+        ("MNEMO_WORKER_PROCESSES", "1.5", "whole number"),
+        ("MNEMO_EMBEDDER", "openai", "hash, fastembed"),
+        ("MNEMO_LOG_FORMAT", "xml", "auto, json, console"),
+        ("MNEMO_TENANT", "Bad Tenant!", "tenant id"),
+        ("MNEMO_BROKER_URL", "amqp://x", "sqlite://, redis://"),
+        ("MNEMO_POSTGRES_URL", "mysql://u:pw@h/db", "postgresql://"),
+        ("MNEMO_NEO4J_URL", "http://h:7474", "bolt://"),
+    ],
+)
+def test_bad_values_name_the_variable_and_valid_forms(var: str, raw: str, fragment: str) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env({var: raw})
+    assert var in str(err.value)
+    assert fragment in str(err.value)
+
+
+def test_a_refused_secret_is_never_echoed() -> None:
+    secret = "hunter2-very-secret"
+    for var, raw in [
+        ("MNEMO_POSTGRES_URL", f"mysql://u:{secret}@h/db"),
+        ("MNEMO_BROKER_URL", f"amqp://u:{secret}@h"),
+        ("MNEMO_NEO4J_URL", f"http://u:{secret}@h"),
+        ("MNEMO_POSTGRES_URL", f"postgresql://u:{secret}@h:99999/db"),
+    ]:
+        with pytest.raises(ConfigurationError) as err:
+            Settings.from_env({var: raw})
+        assert secret not in str(err.value)
+
+
+def test_unknown_variable_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(ConfigurationError, match="did you mean MNEMO_EMBEDDER"):
+        Settings.from_env({"MNEMO_EMBEDER": "hash"})
+
+
+def test_test_variables_and_other_prefixes_are_ignored() -> None:
+    Settings.from_env({"MNEMO_TEST_MODEL_PATH": "/x", "HOME": "/root", "PATH": "/bin"})
+
+
+def test_contradictions_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="MNEMO_EMBEDDER is hash"):
+        Settings.from_env({"MNEMO_EMBED_MODEL_PATH": "/models/x"})
+    with pytest.raises(ConfigurationError, match="without MNEMO_EMBED_MODEL"):
+        Settings.from_env({"MNEMO_EMBEDDER": "fastembed", "MNEMO_EMBED_MODEL_PATH": "/m"})
+    with pytest.raises(ConfigurationError, match="without MNEMO_NEO4J_URL"):
+        Settings.from_env({"MNEMO_NEO4J_PASSWORD": "pw123456"})
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings.from_env({})
+    with pytest.raises(AttributeError):
+        s.embedder = "fastembed"  # type: ignore[misc]
+
+
+def test_redacted_view_hides_passwords() -> None:
+    s = Settings.from_env({
+        "MNEMO_POSTGRES_URL": "postgresql://mnemo:pgsecret@db:5432/mnemo",
+        "MNEMO_NEO4J_URL": "bolt://graph:7687",
+        "MNEMO_NEO4J_PASSWORD": "neosecret",
+    })
+    view = repr(s.redacted())
+    assert "pgsecret" not in view and "neosecret" not in view
+    assert "postgresql://mnemo:***@db:5432/mnemo" in view
+    assert redact_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_every_variable_is_documented() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    documented = set(re.findall(r"`(MNEMO_[A-Z0-9_]+)`", text))
+    missing = [v.env for v in VARIABLES if v.env not in documented]
+    assert not missing, f"add these to docs/configuration.md: {missing}"
+    unknown = documented - {v.env for v in VARIABLES} - {"MNEMO_TEST_MODEL_PATH"}
+    assert not unknown, f"docs/configuration.md documents variables that do not exist: {unknown}"
+
+
+def test_no_module_but_settings_reads_the_environment() -> None:
+    repo = Path(__file__).resolve().parent.parent
+    offenders = []
+    for package in ("memory_core", "workers", "schedules", "scripts"):
+        for path in (repo / package).rglob("*.py"):
+            if path.name == "settings.py" and path.parent.name == "memory_core":
+                continue
+            text = path.read_text(encoding="utf-8")
+            if re.search(r"os\.environ|os\.getenv|getenv\(", text):
+                offenders.append(str(path.relative_to(repo)))
+    assert not offenders, f"only memory_core/settings.py may read the environment: {offenders}"
