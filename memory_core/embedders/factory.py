@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_core.embedders.base import Embedder
+from memory_core.embedders.base import Embedder, warn_keyword_grade_once
 from memory_core.embedders.fastembed import DEFAULT_MODEL, FastEmbedEmbedder
 from memory_core.embedders.hash import HashEmbedder
 from memory_core.settings import Settings
@@ -13,7 +13,9 @@ def make_embedder(settings: Settings) -> Embedder:
     EmbedderError (never a silent fallback to another embedder)."""
     if settings.embedder == "hash":
         kwargs = {"batch_size": settings.embed_batch_size} if settings.embed_batch_size else {}
-        return HashEmbedder(dim=settings.hash_dim, **kwargs)
+        embedder = HashEmbedder(dim=settings.hash_dim, **kwargs)
+        warn_keyword_grade_once(embedder)
+        return embedder
     kwargs = {"batch_size": settings.embed_batch_size} if settings.embed_batch_size else {}
     return FastEmbedEmbedder(
         model_name=settings.embed_model or DEFAULT_MODEL,

@@ -1,0 +1,49 @@
+"""Render the CLI reference (docs/cli.md) from the click tree itself.
+
+Regenerate with ``python -m scripts.cli.docs > docs/cli.md``; a test fails when the file is
+out of date or a command has no help with an ``Example:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+
+HEADER = """# The mnemo CLI
+
+Generated from the commands' own help by `python -m scripts.cli.docs > docs/cli.md`;
+a test fails when this file is out of date.
+
+Exit codes: 0 success; 1 a mnemo error (the message says what is wrong and how to fix it);
+2 a usage error; 3 a failed health check.
+"""
+
+
+def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[
+        tuple[tuple[str, ...], click.Command]]:
+    """Every command under ``command``, depth first, groups before their members."""
+    yield path, command
+    if isinstance(command, click.Group):
+        for name in sorted(command.commands):
+            yield from walk(command.commands[name], (*path, name))
+
+
+def render(root: click.Command) -> str:
+    parts = [HEADER]
+    for path, command in walk(root):
+        name = " ".join(("mnemo", *path))
+        ctx = click.Context(command, info_name=name, terminal_width=100, max_content_width=100,
+                            help_option_names=["-h", "--help"])
+        parts.append(f"\n## `{name}`\n\n```text\n{command.get_help(ctx).rstrip()}\n```\n")
+    return "".join(parts)
+
+
+def main() -> None:
+    from scripts.cli import main as root
+
+    click.echo(render(root), nl=False)
+
+
+if __name__ == "__main__":
+    main()
