@@ -11,9 +11,12 @@ from typing import Any
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import atomic
+from memory_core.entities import ensure_hub
 from memory_core.errors import InvalidInputError, UnknownTenantError
 
 _TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
 def validate_tenant(tenant: object) -> str:
     """Return the tenant id or raise InvalidInputError naming the valid form."""
     if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
@@ -33,7 +36,7 @@ def create_tenant(conn: Any, tenant: str) -> bool:
             "INSERT OR IGNORE INTO tenants (tenant, created_at) VALUES (?, ?)", (tenant, now)
         )
         created = cur.rowcount == 1
-        # The memory-model issue adds the tenant's hub entity ``user`` here.
+        ensure_hub(conn, tenant, now)  # the hub entity ``user``, in the same transaction
     return created
 
 

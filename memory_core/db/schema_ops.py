@@ -22,8 +22,10 @@ schema_migrations = Table(
     Column("applied_at", Text, nullable=False),
 )
 
-# The embedded broker's durable queue. A delivered message is leased; a lease that runs out
-# (the worker died) makes it deliverable again. Acked messages are deleted.
+# The embedded broker's durable queue (memory_core.brokers.embedded). A delivered message is
+# leased; a lease that runs out (the worker died) makes it deliverable again. Acked messages
+# are deleted; dead letters stay (state dead) until requeued or purged. ``attempts`` counts
+# deliveries and doubles as the delivery's token: an ack only deletes the delivery it names.
 # Times in the queue tables are epoch seconds (REAL): they are compared on every fetch and
 # never shown; everything shown to people uses the ISO text of memory_core.clock.
 queue_messages = Table(
@@ -42,6 +44,8 @@ queue_messages = Table(
     Column("dead_at", Float),
     Column("last_error", Text),  # the error's type name only, never its text
     Index("ix_queue_fetch", "queue_name", "state", "eta"),
+    # Lease renewal (by owner) and expiry (by time) only look at leased rows.
+    Index("ix_queue_lease", "state", "lease_expires_at"),
 )
 
 # Messages accepted while Redis was unreachable; the relay forwards them oldest first.

@@ -154,10 +154,13 @@ beliefs = Table(
     Column("subject_id", Text, nullable=False),  # entities.entity_id
     Column("predicate", Text, nullable=False),
     Column("object_text", Text, nullable=False),
+    Column("object_norm", Text, nullable=False, server_default=""),  # see belief_rules
     Column("object_entity_id", Text),  # when the object is an entity, not a payload literal
+    Column("negated", Integer, nullable=False, server_default="0"),  # "no longer ..." statement
     Column("text", Text, nullable=False),  # rendered "subject predicate object" for search
     Column("valid_from", Text, nullable=False),
     Column("valid_to", Text),
+    Column("stated_valid_to", Text),  # an end given by the statement (a plan's deadline)
     Column("recorded_at", Text, nullable=False),
     Column("retired_at", Text),
     Column("status", Text, nullable=False),

@@ -24,9 +24,9 @@ from memory_core.errors import ConfigurationError, EmbedderError
 log = structlog.get_logger(__name__)
 
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
-# Measured with bench/embedders.py on 2 cores (all-MiniLM-L6-v2, ~11-word texts): about
-# 800-900 texts/s at every batch size from 16 to 64, ~10% less at 128 and ~15% less at 256
-# (padding to the longest text in a batch). 64 also bounds memory and per-call latency.
+# Measured with bench/embedders.py on 2 cores (all-MiniLM-L6-v2, ~11-word texts): 800-900
+# texts/s at batch sizes 16 to 128 (differences within run-to-run noise), 10-15% less at 256,
+# fastembed's default (padding to the longest text). 64 also bounds memory and latency.
 DEFAULT_BATCH_SIZE = 64
 _PROBE_TEXT = "mnemo embedder probe"
 _DOCS_HINT = "see docs/configuration.md"
@@ -49,8 +49,8 @@ class FastEmbedEmbedder(Embedder):
     Loading is lazy (first ``embed``, ``dim``, ``identity`` or an explicit ``load()``) and
     happens once; ``model_path`` is checked eagerly so misconfiguration fails at open.
     ``batch_size`` defaults to 64: on 2 cores all-MiniLM-L6-v2 embeds ~11-word texts at
-    800-900 texts/s with any batch size from 16 to 64 and ~15% slower at 256, fastembed's own
-    default, because of padding (measured with ``bench/embedders.py``). Calls are
+    800-900 texts/s with any batch size from 16 to 128 and 10-15% slower at 256, fastembed's
+    own default, because of padding (measured with ``bench/embedders.py``). Calls are
     serialised per instance, since onnxruntime already spreads each batch over ``threads``
     cores (default: all).
 

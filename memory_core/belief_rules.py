@@ -1,0 +1,209 @@
+"""The write rules of beliefs, as pure functions (no database, no clock).
+
+- **Trust order** (highest first): ``user_explicit > operator > imported > heuristic >
+  llm_inferred > system_tool``. The user is the authority on their own life; an operator
+  curates; an importer records an independent source; the heuristic extractor only copies the
+  user's own words with fixed patterns, so it outranks an LLM that may infer or hallucinate;
+  system tools write structural edges (the ego anchor) that are not statements at all.
+- **Content key** (``belief_uid``): a digest of tenant, subject entity id, predicate,
+  normalised object, ``valid_from`` and source. Replaying or redelivering the same statement
+  hits the same row; saying it again at a later world time, or from another source, is a new
+  row (so trust and history never depend on which copy arrived first).
+- **Slot resolution**: the status and ``valid_to`` of every belief in a slot are recomputed
+  from the whole slot in world-time order, so any arrival order (or a replay) gives the same
+  rows. A functional predicate's slot is (tenant, subject, predicate); a non-functional one's
+  is that plus the normalised object (restating a fact closes the older copy of it).
+  ``invalidated`` and ``pending_review`` are decisions, never recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SOURCES: tuple[str, ...] = (
+    "user_explicit", "operator", "imported", "heuristic", "llm_inferred", "system_tool",
+)
+_RANK = {source: len(SOURCES) - i for i, source in enumerate(SOURCES)}
+
+ACTIVE = "active"
+SUPERSEDED = "superseded"
+INVALIDATED = "invalidated"
+CONFLICT = "conflict"
+PENDING_REVIEW = "pending_review"
+STATUSES = (ACTIVE, SUPERSEDED, INVALIDATED, CONFLICT, PENDING_REVIEW)
+# Decisions by a person or a review: slot resolution leaves them as they are.
+STICKY = frozenset({INVALIDATED, PENDING_REVIEW})
+# What recall shows and what entity counts count.
+COUNTED = (ACTIVE, CONFLICT)
+PROTECTED_SOURCE = "user_explicit"
+
+_SPACE_RE = re.compile(r"\s+")
+_EDGE_PUNCT = " \t\n.,;:!?\"'`()[]{}<>"
+
+
+def trust_rank(source: str) -> int:
+    """Higher is more trusted. Raises ValueError for an unknown source."""
+    try:
+        return _RANK[source]
+    except KeyError:
+        raise ValueError(
+            f"unknown belief source {source!r}: use one of {', '.join(SOURCES)}"
+        ) from None
+
+
+def normalize_object(text: str) -> str:
+    """The comparison form of an object: NFKC, case-folded, single spaces, no edge punctuation."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _SPACE_RE.sub(" ", folded).strip(_EDGE_PUNCT)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def content_key(tenant: str, subject_id: str, predicate: str, object_norm: str,
+                valid_from: str, source: str, negated: bool = False) -> str:
+    """The ``belief_uid`` of a statement (``valid_from`` in the storage encoding)."""
+    kind = "negation" if negated else "belief"
+    return "b_" + _digest(kind, tenant, subject_id, predicate, object_norm, valid_from,
+                          source)[:32]
+
+
+def anchor_key(tenant: str, subject_id: str) -> str:
+    """The ``belief_uid`` of the ego anchor ``user -related_to-> subject`` (one per subject)."""
+    return "b_" + _digest("anchor", tenant, subject_id)[:32]
+
+
+def predicate_words(predicate: str) -> str:
+    return predicate.replace("_", " ")
+
+
+def render_text(subject_name: str, predicate: str, object_text: str,
+                negated: bool = False) -> str:
+    """The searchable text of a belief: ``<subject name> <predicate words> <object>``."""
+    neg = "no longer " if negated else ""
+    return f"{subject_name} {neg}{predicate_words(predicate)} {object_text}"
+
+
+@dataclass(frozen=True)
+class SlotBelief:
+    """What slot resolution needs of one belief. Times are in the storage encoding."""
+
+    uid: str
+    object_norm: str
+    valid_from: str
+    source: str
+    status: str
+    valid_to: str | None = None
+    stated_valid_to: str | None = None  # an end the statement itself gave (a deadline)
+    negated: bool = False  # "no longer ...": ends a holder with the same object at valid_from
+
+
+@dataclass(frozen=True)
+class Resolution:
+    status: str
+    valid_to: str | None
+
+
+def slot_of(functional: bool, object_norm: str) -> str | None:
+    """The sub-slot key within (tenant, subject, predicate): None for a functional predicate."""
+    return None if functional else object_norm
+
+
+def resolve_slot(beliefs: Iterable[SlotBelief], functional: bool) -> dict[str, Resolution]:
+    """Status and ``valid_to`` of every belief of one (tenant, subject, predicate).
+
+    Walks each slot in world-time order (ties: lower trust first so the more trusted wins,
+    then uid). Each belief closes the current holder at its ``valid_from`` — except that a
+    ``user_explicit`` holder is never closed by a less trusted belief: a different object is
+    kept as ``conflict``, the same object is absorbed (closed at once, adding nothing). The
+    last holder is ``active``. Sticky statuses are returned unchanged and take no part.
+    """
+    out: dict[str, Resolution] = {}
+    slots: dict[str | None, list[SlotBelief]] = {}
+    for belief in beliefs:
+        if belief.status in STICKY:
+            out[belief.uid] = Resolution(belief.status, belief.valid_to)
+        else:
+            slots.setdefault(slot_of(functional, belief.object_norm), []).append(belief)
+    for members in slots.values():
+        out.update(_walk(members))
+    return out
+
+
+def _walk(members: list[SlotBelief]) -> dict[str, Resolution]:
+    ordered = sorted(members, key=lambda b: (b.valid_from, trust_rank(b.source), b.uid))
+    out: dict[str, Resolution] = {}
+    holder: SlotBelief | None = None
+    for belief in ordered:
+        protected = holder is not None and (
+            holder.source == PROTECTED_SOURCE
+            and trust_rank(belief.source) < trust_rank(holder.source))
+        if belief.negated:
+            holder = _negate(out, holder, belief, protected)
+            continue
+        if holder is None:
+            holder = belief
+            continue
+        if protected and belief.object_norm != holder.object_norm:
+            out[belief.uid] = Resolution(CONFLICT, belief.stated_valid_to)
+        elif protected:
+            out[belief.uid] = Resolution(SUPERSEDED, belief.valid_from)
+        else:
+            out[holder.uid] = Resolution(SUPERSEDED, _end(holder, belief.valid_from))
+            holder = belief
+    if holder is not None:
+        out[holder.uid] = Resolution(ACTIVE, holder.stated_valid_to)
+    return out
+
+
+def _negate(out: dict[str, Resolution], holder: SlotBelief | None, negation: SlotBelief,
+            protected: bool) -> SlotBelief | None:
+    """A negation ends a holder of the same object (unless protected: then a conflict).
+
+    The negation itself is never a current belief: it is closed at its own start.
+    """
+    if holder is None or holder.object_norm != negation.object_norm:
+        out[negation.uid] = Resolution(SUPERSEDED, negation.valid_from)
+        return holder
+    if protected:
+        out[negation.uid] = Resolution(CONFLICT, None)
+        return holder
+    out[holder.uid] = Resolution(SUPERSEDED, _end(holder, negation.valid_from))
+    out[negation.uid] = Resolution(SUPERSEDED, negation.valid_from)
+    return None
+
+
+def _end(belief: SlotBelief, closed_at: str) -> str:
+    """A closed belief ends when its successor starts, or earlier when it said so."""
+    if belief.stated_valid_to is not None and belief.stated_valid_to < closed_at:
+        return belief.stated_valid_to
+    return closed_at
+
+
+def count_contribution(status: str, subject_id: str,
+                       object_entity_id: str | None) -> dict[str, tuple[int, int]]:
+    """What one belief adds to ``(belief_count, graph_degree)`` of each entity it touches.
+
+    Only counted statuses (active, conflict) count. A belief counts once for its subject and
+    once for its object entity; an edge between two different entities adds one degree to each.
+    """
+    if status not in COUNTED:
+        return {}
+    if object_entity_id is None or object_entity_id == subject_id:
+        return {subject_id: (1, 0)}
+    return {subject_id: (1, 1), object_entity_id: (1, 1)}
+
+
+def importance(text: str, *, has_beliefs: bool, explicit: bool) -> float:
+    """Initial importance of an episode from simple signals, in [0, 1]."""
+    score = 0.3 + min(len(text) / 600.0, 0.3)
+    if has_beliefs:
+        score += 0.2
+    if explicit:
+        score += 0.2
+    return round(min(score, 1.0), 4)

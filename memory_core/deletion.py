@@ -1,0 +1,231 @@
+"""Verified deletion: primary, FTS and vector rows go, a digest-only tombstone stays.
+
+``delete_memory(kind, ref)`` deletes a turn (with its episodes and the beliefs drawn from it),
+an episode, or a belief, in one transaction with ``PRAGMA secure_delete`` on (freed pages are
+zeroed). Beliefs leave through the normal rules (their slot is re-resolved, anchors and
+counts follow), entities left with no belief are dropped with their aliases, and each FTS
+table touched is optimised so no segment still holds the deleted tokens. Then every part is
+confirmed — primary rows, FTS ``docsize`` rows, vectors in every generation — and if any
+cannot be confirmed the transaction rolls back and ``DeletionNotConfirmedError`` is raised:
+nothing is deleted. The write-ahead log is checkpointed afterwards (best effort).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_core.belief_rules import ACTIVE
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import atomic
+from memory_core.ego_anchor import sync_anchor
+from memory_core.entities import HUB
+from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
+from memory_core.hygiene import normalize_label
+from memory_core.slots import Row, delete, load_rows, resolve
+from memory_core.tenants import require_tenant
+from memory_core.vectors import VectorIndex
+from memory_core.write_tx import Embeds, WriteTx
+
+KINDS = ("turn", "episode", "belief")
+_REASON_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+@dataclass
+class DeletionReport:
+    tenant: str
+    kind: str
+    ref: str
+    tombstones: int = 0
+    deleted: dict[str, int] = field(default_factory=dict)  # table -> rows
+    checkpointed: bool = False
+
+
+def digest(kind: str, uid: str, text: str) -> str:
+    return hashlib.sha256(f"{kind}\x00{uid}\x00{text}".encode()).hexdigest()
+
+
+@dataclass
+class _Plan:
+    turns: dict[int, tuple[str, str]] = field(default_factory=dict)  # id -> (uid, text)
+    episodes: dict[int, tuple[str, str]] = field(default_factory=dict)
+    beliefs: dict[int, Row] = field(default_factory=dict)
+
+
+def _one(conn: Any, sql: str, params: tuple[Any, ...], what: str) -> Any:
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise NotFoundError(f"{what} does not exist in this tenant: nothing was deleted")
+    return row
+
+
+def _plan(conn: Any, tenant: str, kind: str, ref: int | str) -> _Plan:
+    plan = _Plan()
+    col = "id" if isinstance(ref, int) else ("turn_uid" if kind == "turn" else f"{kind}_uid")
+    if kind == "turn":
+        tid, uid, text = _one(conn, f"SELECT id, turn_uid, text FROM turns WHERE tenant = ? AND "
+                              f"{col} = ?", (tenant, ref), f"turn {ref!r}")
+        plan.turns[tid] = (uid, text)
+        for eid, euid, etext in conn.execute(
+                "SELECT e.id, e.episode_uid, e.text FROM episodes e JOIN episode_turns et ON "
+                "et.episode_id = e.id WHERE et.turn_id = ?", (tid,)):
+            plan.episodes[eid] = (euid, etext)
+        for row in load_rows(conn, tenant, "turn_uid = ?", (uid,)):
+            plan.beliefs[row.id] = row
+    elif kind == "episode":
+        eid, uid, text = _one(conn, f"SELECT id, episode_uid, text FROM episodes WHERE "
+                              f"tenant = ? AND {col} = ?", (tenant, ref),
+                              f"episode {ref!r}")
+        plan.episodes[eid] = (uid, text)
+    else:
+        where = "id = ?" if isinstance(ref, int) else "belief_uid = ?"
+        rows = load_rows(conn, tenant, where, (ref,))
+        if not rows:
+            raise NotFoundError(f"belief {ref!r} does not exist in this tenant: nothing deleted")
+        plan.beliefs[rows[0].id] = rows[0]
+    return plan
+
+
+def _texts(conn: Any, ids: list[int]) -> dict[int, tuple[str, str]]:
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT id, predicate, text FROM beliefs WHERE id IN ({marks})",
+                        ids).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def _tomb(tx: WriteTx, kind: str, uid: str, text: str, reason: str) -> None:
+    tx.conn.execute("INSERT INTO tombstones (tenant, kind, digest, deleted_at, reason) VALUES "
+                    "(?, ?, ?, ?, ?)", (tx.tenant, kind, digest(kind, uid, text), tx.now, reason))
+
+
+def _delete_beliefs(tx: WriteTx, rows: list[Row], reason: str) -> set[str]:
+    """Delete beliefs through the rules; returns the entities they touched."""
+    if not rows:
+        return set()
+    details = _texts(tx.conn, [r.id for r in rows])
+    touched: set[str] = set()
+    slots: set[tuple[str, str, str]] = set()
+    for row in rows:
+        predicate, text = details[row.id]
+        delete(tx, row)
+        _tomb(tx, "belief", row.uid, text, reason)
+        slots.add((row.subject_id, predicate, row.object_norm))
+        touched.update(e for e in (row.subject_id, row.object_entity_id) if e)
+        if row.subject_id == HUB and predicate == "name_is":
+            _forget_hub_name(tx, row)
+    for subject, predicate, object_norm in sorted(slots):
+        resolve(tx, subject, predicate, object_norm)
+    for entity_id in sorted(touched):
+        sync_anchor(tx, entity_id)
+    return touched
+
+
+def _forget_hub_name(tx: WriteTx, row: Row) -> None:
+    """A deleted name of the user leaves neither an alias nor the display name behind."""
+    conn, tenant = tx.conn, tx.tenant
+    name = conn.execute("SELECT name FROM entities WHERE tenant = ? AND entity_id = ?",
+                        (tenant, HUB)).fetchone()[0]
+    conn.execute("DELETE FROM entity_aliases WHERE tenant = ? AND entity_id = ? AND "
+                 "alias_norm = ?", (tenant, HUB, row.object_norm))
+    if normalize_label(name) == row.object_norm:
+        active = conn.execute(
+            "SELECT object_text FROM beliefs WHERE tenant = ? AND subject_id = ? AND "
+            "predicate = 'name_is' AND status = ?", (tenant, HUB, ACTIVE)).fetchone()
+        conn.execute("UPDATE entities SET name = ? WHERE tenant = ? AND entity_id = ?",
+                     (active[0] if active else HUB, tenant, HUB))
+        from memory_core.entities import rerender
+
+        rerender(tx, HUB)
+
+
+def _drop_orphans(tx: WriteTx, entity_ids: set[str]) -> int:
+    dropped = 0
+    for entity_id in sorted(entity_ids - {HUB}):
+        used = tx.conn.execute(
+            "SELECT 1 FROM beliefs WHERE tenant = ? AND (subject_id = ? OR object_entity_id = ?) "
+            "LIMIT 1", (tx.tenant, entity_id, entity_id)).fetchone()
+        if used is None:
+            tx.conn.execute("DELETE FROM entity_aliases WHERE tenant = ? AND entity_id = ?",
+                            (tx.tenant, entity_id))
+            tx.conn.execute("DELETE FROM entities WHERE tenant = ? AND entity_id = ?",
+                            (tx.tenant, entity_id))
+            tx.count_deltas.pop(entity_id, None)
+            tx.change("entity", entity_id, "delete")
+            dropped += 1
+    return dropped
+
+
+def _confirm(conn: Any, index: VectorIndex, table: str, ids: list[int]) -> None:
+    if not ids:
+        return
+    marks = ",".join("?" * len(ids))
+    left = conn.execute(f"SELECT count(*) FROM {table} WHERE id IN ({marks})",
+                        ids).fetchone()[0]
+    left += conn.execute(f"SELECT count(*) FROM {table}_fts_docsize WHERE id IN ({marks})",
+                         ids).fetchone()[0]
+    if table in ("episodes", "beliefs"):
+        left += index.delete(conn, table, ids)
+    if left:
+        raise DeletionNotConfirmedError(
+            f"could not confirm the deletion from {table} and its search indexes ({left} "
+            "rows remain): nothing was deleted; check the vector index with `mnemo memory "
+            "status` and retry")
+
+
+def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
+    conn = tx.conn
+    touched = _delete_beliefs(tx, list(plan.beliefs.values()), reason)
+    for eid, (uid, text) in plan.episodes.items():
+        conn.execute("DELETE FROM episodes WHERE id = ?", (eid,))
+        tx.drop_vector("episodes", eid)
+        tx.change("episode", uid, "delete")
+        _tomb(tx, "episode", uid, text, reason)
+    for tid, (uid, text) in plan.turns.items():
+        conn.execute("DELETE FROM turns WHERE id = ?", (tid,))
+        _tomb(tx, "turn", uid, text, reason)
+    orphans = _drop_orphans(tx, touched)
+    tx.flush()
+    for table, ids in (("turns", plan.turns), ("episodes", plan.episodes),
+                       ("beliefs", plan.beliefs)):
+        if ids:
+            conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('optimize')")
+        _confirm(conn, tx.index, table, list(ids))
+    return {"turns": len(plan.turns), "episodes": len(plan.episodes),
+            "beliefs": len(plan.beliefs), "entities": orphans}
+
+
+def delete_memory(conn: Any, index: VectorIndex, tenant: str, kind: str, ref: int | str,
+                  *, reason: str = "user_request") -> DeletionReport:
+    """Delete a ``turn``, ``episode`` or ``belief`` (by id or uid) and confirm it is gone.
+
+    Raises NotFoundError, InvalidInputError, or DeletionNotConfirmedError (nothing deleted).
+    """
+    require_tenant(conn, tenant)
+    if kind not in KINDS:
+        raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}")
+    if isinstance(ref, bool) or not isinstance(ref, int | str):
+        raise InvalidInputError("ref must be an id (int) or a uid (str)")
+    if not isinstance(reason, str) or not _REASON_RE.match(reason):
+        raise InvalidInputError("reason must be a short snake_case word, e.g. user_request")
+    previous = conn.execute("PRAGMA secure_delete").fetchone()[0]
+    conn.execute("PRAGMA secure_delete = ON")
+    try:
+        if conn.execute("PRAGMA secure_delete").fetchone()[0] != 1:
+            raise DeletionNotConfirmedError("SQLite refused PRAGMA secure_delete: nothing "
+                                            "was deleted")
+        with atomic(conn):
+            tx = WriteTx(conn, index, tenant, to_db(utcnow()), Embeds(index))
+            plan = _plan(conn, tenant, kind, ref)
+            deleted = _execute(tx, plan, reason)
+            tombs = len(plan.turns) + len(plan.episodes) + len(plan.beliefs)
+    finally:
+        conn.execute(f"PRAGMA secure_delete = {int(previous)}")
+    report = DeletionReport(tenant, kind, str(ref), tombs, deleted)
+    try:
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        report.checkpointed = busy == 0
+    except Exception:
+        report.checkpointed = False
+    return report

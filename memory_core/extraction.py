@@ -1,0 +1,340 @@
+"""Belief extraction from one turn: the extractor interface and the rule-based extractor.
+
+An ``Extractor`` turns a ``TurnText`` into ``CandidateBelief`` rows; the writer decides what
+to store. ``extract_heuristic`` is precise rather than complete: it reads declarative
+first-person clauses (and a few third-party ones that start with a name) and skips
+questions, hypotheticals, reported speech, quoted speech and code. Negated clauses only
+feed the negation rules ("I no longer live in X" -> ``lives_in X`` with ``negated=True``).
+
+Pipeline: truncate -> drop code -> sentences -> explicit prefix ("remember that ...") ->
+clauses -> gates -> rules (``memory_core.extraction_rules``) -> object cleaning -> dates
+(``memory_core.dates``, against the turn time) -> hygiene -> de-duplication.
+Runtime is linear in the input: at most ``MAX_TEXT_CHARS`` are read, sentences longer than
+``MAX_SENTENCE_CHARS`` are split at commas or skipped, and every regex is bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from memory_core import extraction_rules as rules
+from memory_core.dates import DatePhrase, find_date_phrases, resolve_relative
+from memory_core.errors import InvalidInputError
+from memory_core.extraction_text import clauses, clean_name, clean_object, clean_remembered
+from memory_core.extraction_text import sentences as split_sentences
+from memory_core.hygiene import SPEAKER, check_subject, normalize_label
+from memory_core.predicates import PREDICATES
+
+Source = Literal["heuristic", "user_explicit"]
+
+EXPLICIT_CONFIDENCE = 0.95
+REMEMBER_CONFIDENCE = 0.9
+
+
+@dataclass(frozen=True)
+class TurnText:
+    """What an extractor sees of a turn."""
+
+    text: str
+    speaker: str  # display name of the speaker, e.g. "user", "Caroline"
+    occurred_at: datetime  # tz-aware UTC
+
+
+@dataclass(frozen=True)
+class CandidateBelief:
+    """A belief proposed by an extractor; the writer validates, anchors and stores it.
+
+    ``subject`` is ``"@speaker"`` for first-person statements, otherwise a surface name.
+    ``valid_from`` None means "from the turn time" (the caller applies it). For negated
+    candidates ``valid_to`` is when the fact stopped holding (None: at the turn time).
+    """
+
+    subject: str
+    predicate: str
+    object: str
+    source: Source
+    confidence: float
+    valid_from: datetime | None
+    valid_to: datetime | None
+    negated: bool = False
+
+
+Extractor = Callable[[TurnText], list[CandidateBelief]]
+
+_EXPLICIT = re.compile(
+    r"^(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:(?:I\s+want|I['’]d\s+like)\s+you\s+"
+    r"to\s+)?(?:remember|note|make\s+a\s+note|take\s+note|note\s+to\s+self|don['’]?t\s+forget|"
+    r"do\s+not\s+forget|keep\s+in\s+mind|for\s+future\s+reference|for\s+the\s+record)"
+    r"(?!\s+(?:when|what|how|where|who|why|if|whether|the\s+time|last\s+time|me|to)\b)"
+    r"(?:\s+(?:that|this|of\s+this))?\s*(?:[,:]\s*|\s+|-\s*)(?:please[,\s]+)?(?P<rest>.+)$",
+    re.IGNORECASE,
+)
+_PROMISE_WOULD = re.compile(
+    r"(\b(?:promised|swore|vowed|pledged)\b[^.!?]{0,60}?\b(?:I|we))(?:['’]d|\s+would)\b",
+    re.IGNORECASE,
+)
+_CONDITIONAL_START = re.compile(
+    r"^(?:if|unless|suppose|supposing|imagine|assuming|in\s+case|even\s+if|what\s+if|"
+    r"once|whenever|as\s+soon\s+as)\b",
+    re.IGNORECASE,
+)
+_QUESTION_START = re.compile(
+    r"^(?:do|does|did|are|is|was|were|can|could|would|will|should|shall|have|has|had|what|"
+    r"what['’]s|where|where['’]s|when|who|who['’]s|whom|whose|why|how|how['’]s|which|am|might|"
+    r"isn['’]t|aren['’]t|don['’]t|doesn['’]t|didn['’]t|won['’]t|wouldn['’]t|can['’]t|"
+    r"couldn['’]t|shouldn['’]t|haven['’]t|hasn['’]t|any\s+idea|guess\s+where)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|wish|wished|imagine|imagining|suppose|supposing|pretend|pretending|"
+    r"hypothetically|would|could|might|maybe|perhaps|unless|whether|should|someday|"
+    r"dreaming|daydream\w*|fantasi[sz]e\w*|considering|thinking\s+(?:about|of)|in\s+theory|"
+    r"let['’]s\s+say|probably|possibly)\b|\b(?:I|we|you|they|he|she)['’]d\b",
+    re.IGNORECASE,
+)
+_REPORTED = re.compile(
+    r"\b(?:said|says|saying|told|tells|telling|claims?|claimed|mentioned|mentions|heard|"
+    r"hears|according\s+to|thinks|thought|believes|believed|asked|asks|reckons|rumou?red|"
+    r"apparently|supposedly|allegedly|wrote|writes|texted|posted|announced|insists|insisted|"
+    r"joked|joking|kidding|jk)\b",
+    re.IGNORECASE,
+)
+_QUOTED = re.compile(r"[\"“«„].{0,300}?\b(?:I|I['’]m|my|me|we|our)\b", re.IGNORECASE)
+_CODE = re.compile(r"[{}<>\\|]|==|=>|->|::|\(\)|\w\(|=\s*\S|;\s*$|^\s*[$#>]\s")
+_NEGATION = re.compile(
+    r"\b(?:not|never|no|nobody|nothing|nowhere|neither|nor|none|without|anymore|hardly|"
+    r"barely|cannot|dont|cant|wont|didnt|doesnt|isnt|wasnt|arent|werent|havent|hasnt|hadnt|"
+    r"shouldnt|wouldnt|couldnt|aint)\b|\b(?:no|any)\s+(?:longer|more)\b|n['’]t\b",
+    re.IGNORECASE,
+)
+_DURATION = re.compile(
+    r"\bfor\s+(?:the\s+(?:past|last)\s+)?(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|"
+    r"eight|nine|ten|a\s+couple\s+of)\s+(?P<unit>day|week|month|year)s?\b",
+    re.IGNORECASE,
+)
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_WORD_N = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
+_REL_EXTRA = {"best friends": "friend_of", "friends": "friend_of", "married": "married_to",
+              "together": "has_partner", "coworkers": "colleague_of",
+              "colleagues": "colleague_of"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Gates:
+    blocked: bool
+    negated: bool
+
+
+def _gates(clause: str) -> _Gates:
+    stripped = clause.rstrip()
+    blocked = bool(
+        stripped.endswith("?")
+        or _QUESTION_START.match(clause)
+        or _HYPOTHETICAL.search(clause)
+        or _REPORTED.search(clause)
+        or _QUOTED.search(clause)
+        or _CODE.search(clause)
+    )
+    return _Gates(blocked=blocked, negated=bool(_NEGATION.search(clause)))
+
+
+def _require_aware(when: datetime) -> datetime:
+    if not isinstance(when, datetime) or when.tzinfo is None or when.utcoffset() is None:
+        raise InvalidInputError(
+            f"TurnText.occurred_at {when!r} must be a timezone-aware datetime (UTC): "
+            "build it with datetime(..., tzinfo=timezone.utc)"
+        )
+    return when
+
+
+def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
+    """Rule-based candidate beliefs of one turn, de-duplicated, in text order.
+
+    Never raises on any text; raises InvalidInputError if ``turn.occurred_at`` is naive.
+    """
+    anchor = _require_aware(turn.occurred_at)
+    if not isinstance(turn.text, str) or not turn.text.strip():
+        return []
+    best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
+    for sentence in split_sentences(turn.text):
+        for cand in _extract_sentence(sentence, anchor):
+            key = (normalize_label(cand.subject), cand.predicate,
+                   normalize_label(cand.object), cand.negated)  # fmt: skip
+            if key not in best or cand.confidence > best[key].confidence:
+                best[key] = cand
+    promised = {(k[0], k[2]) for k in best if k[1] == "committed_to"}
+    # "I promised I'll do X tomorrow" is a commitment, not also a plan.
+    return [c for k, c in best.items() if not (k[1] == "plans_to" and (k[0], k[2]) in promised)]
+
+
+def _extract_sentence(sentence: str, anchor: datetime) -> list[CandidateBelief]:
+    text = sentence
+    explicit_match = _EXPLICIT.match(text)
+    explicit = explicit_match is not None
+    if explicit_match:
+        text = explicit_match.group("rest")
+    text = _PROMISE_WOULD.sub(r"\1 will", text)
+    out: list[CandidateBelief] = []
+    # A leading condition governs the whole sentence: "If I get the job, I'm moving to X".
+    conditional = _CONDITIONAL_START.match(text) is not None
+    for clause in [] if conditional else clauses(text):
+        gates = _gates(clause)
+        if gates.blocked:
+            continue
+        phrases = find_date_phrases(clause)
+        for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
+            for match in rule.pattern.finditer(clause):
+                out.extend(_apply(rule, match, clause, phrases, anchor, explicit))
+    if explicit and not out:
+        remembered = clean_remembered(text)
+        if remembered:
+            out.append(
+                CandidateBelief(SPEAKER, "remembers", remembered, "user_explicit",
+                                REMEMBER_CONFIDENCE, None, None)  # fmt: skip
+            )
+    return out
+
+
+def _group_values(
+    rule: rules.Rule, match: re.Match[str], clause: str, phrases: list[DatePhrase]
+) -> dict[str, tuple[str, ...]]:
+    """Each filled group's cleaned value(s); a group that fails cleaning is left out."""
+    values: dict[str, tuple[str, ...]] = {}
+    for group, raw in match.groupdict().items():
+        if raw is None:
+            continue
+        cleaned: tuple[str, ...] | str | None
+        if group in ("obj", "obj2", "dest"):
+            policy = "proper" if group == "dest" else rule.policy
+            span = _without_dates(clause, match.start(group), match.end(group), phrases, policy)
+            cleaned = clean_object(span, policy, rule.max_words, rule.split_and, rule.reject,
+                                   rule.strip_possessive)  # fmt: skip
+        elif group in ("name", "name2"):
+            cleaned = clean_name(raw)
+        else:
+            cleaned = _lookup(group, raw)
+        if isinstance(cleaned, str):
+            cleaned = (cleaned,)
+        if cleaned:
+            values[group] = cleaned
+    return values
+
+
+def _lookup(group: str, raw: str) -> str | None:
+    word = " ".join(raw.lower().split())
+    if group == "rel":
+        return rules.REL_PREDICATE.get(word) or _REL_EXTRA.get(word)
+    if group == "verb":
+        return rules.VERB_LEMMA.get(word, word)
+    if group == "n":
+        return rules.NUMBER_WORDS.get(word, word)
+    if group == "age":
+        return word if word.isdigit() and 1 <= int(word) <= 120 else None
+    if group in ("nat", "lang", "lang2"):
+        return word.title() if len(word) > 3 else word.upper()
+    if group == "p":
+        return word.replace(" ", "")
+    return word
+
+
+def _without_dates(
+    clause: str, start: int, end: int, phrases: list[DatePhrase], policy: str
+) -> str:
+    """The group's text with date phrases turned into a hard stop (``","``)."""
+    if policy == "date":
+        return clause[start:end]
+    chars = list(clause[start:end])
+    for p in phrases:
+        lo, hi = max(p.start, start), min(p.end, end)
+        if lo < hi:
+            chars[lo - start : hi - start] = [","] + [" "] * (hi - lo - 1)
+    return "".join(chars)
+
+
+def _dates(
+    rule: rules.Rule, clause: str, phrases: list[DatePhrase], anchor: datetime
+) -> tuple[datetime | None, datetime | None, bool]:
+    """(valid_from, valid_to, found) for the rule's date role, from the clause's phrases."""
+    prefer = "future" if rule.date_role == "deadline" else "past"
+    interval, before = None, False
+    for p in phrases:
+        interval = resolve_relative(p.text, anchor, prefer=prefer)
+        if interval:
+            before = p.text.lower().startswith("before")
+            break
+    if interval is None and rule.date_role == "since":
+        m = _DURATION.search(clause)
+        if m:
+            n = _WORD_N.get(m.group("n").lower().split()[-1], 2) if not m.group("n").isdigit() \
+                else int(m.group("n"))
+            start = anchor - timedelta(days=n * _UNIT_DAYS[m.group("unit").lower()])
+            return start.replace(hour=0, minute=0, second=0, microsecond=0), None, True
+    if interval is None:
+        return None, None, False
+    if rule.negated:
+        return None, interval[0], True
+    if rule.date_role in ("event", "since"):
+        # A future date in a past-event clause describes something else ("decided to sell
+        # the house next spring"): the event itself happened at the turn time.
+        return (interval[0] if interval[0] <= anchor else None), None, True
+    if rule.date_role == "deadline":  # "by Friday" ends with Friday, "before May" at May
+        return None, interval[0] if before else interval[1], True
+    return None, None, True
+
+
+def _apply(
+    rule: rules.Rule,
+    match: re.Match[str],
+    clause: str,
+    phrases: list[DatePhrase],
+    anchor: datetime,
+    explicit: bool,
+) -> list[CandidateBelief]:
+    values = _group_values(rule, match, clause, phrases)
+    valid_from, valid_to, dated = _dates(rule, clause, phrases, anchor)
+    if rule.requires_date and not dated:
+        return []
+    is_explicit = explicit or rule.explicit
+    source: Source = "user_explicit" if is_explicit else "heuristic"
+    confidence = max(rule.confidence, EXPLICIT_CONFIDENCE) if explicit else rule.confidence
+    out = []
+    for subject_t, predicate_t, object_t in rule.emits:
+        for subject, predicate, obj in _expand(subject_t, predicate_t, object_t, values):
+            if predicate not in PREDICATES or check_subject(subject) is not None:
+                continue
+            out.append(CandidateBelief(subject, predicate, obj, source, confidence,
+                                       valid_from, valid_to, rule.negated))  # fmt: skip
+    return out
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def _expand(
+    subject_t: str, predicate_t: str, object_t: str, values: dict[str, tuple[str, ...]]
+) -> list[tuple[str, str, str]]:
+    """Fill the templates; one triple per alternative of a split object, none if unfilled."""
+    derived = dict(values)
+    if "rel" in values:
+        derived["rel_pred"] = values["rel"]
+    if "verb" in values:
+        derived["verb_lemma"] = values["verb"]
+    needed = {f for t in (subject_t, predicate_t, object_t) for f in _FIELD.findall(t)}
+    if not needed <= derived.keys():
+        return []
+    multi = [f for f in needed if len(derived[f]) > 1]
+    variants = derived[multi[0]] if multi else (None,)
+    out = []
+    for variant in variants:
+        fill = {f: (variant if multi and f == multi[0] else derived[f][0]) for f in needed}
+        subject = _FIELD.sub(lambda m: fill[m.group(1)], subject_t)
+        predicate = _FIELD.sub(lambda m: fill[m.group(1)], predicate_t)
+        obj = " ".join(_FIELD.sub(lambda m: fill[m.group(1)], object_t).split())
+        if obj:
+            out.append((subject, predicate, obj))
+    return out

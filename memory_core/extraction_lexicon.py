@@ -1,0 +1,137 @@
+"""Word lists of the heuristic extractor (data only; see ``memory_core.extraction_rules``).
+
+Lowercase phrases; ``alt`` in the rules module turns them into regex alternations. Extend a
+list here to widen a rule without touching the regexes.
+"""
+
+from __future__ import annotations
+
+
+def lex(text: str) -> tuple[str, ...]:
+    """'a|b c|d' -> ('a', 'b c', 'd')."""
+    return tuple(w.strip() for w in text.split("|") if w.strip())
+
+
+JOBS = lex(
+    "nurse practitioner|registered nurse|nurse|teacher|professor|lecturer|software engineer|"
+    "software developer|web developer|game developer|developer|programmer|data scientist|"
+    "data analyst|engineer|scientist|researcher|doctor|physician|surgeon|dentist|pharmacist|"
+    "therapist|counselor|counsellor|psychologist|psychiatrist|social worker|lawyer|attorney|"
+    "paralegal|accountant|architect|graphic designer|ux designer|designer|illustrator|"
+    "animator|artist|painter|photographer|musician|singer|songwriter|writer|author|"
+    "journalist|editor|chef|cook|baker|barista|bartender|waiter|waitress|cashier|pilot|"
+    "flight attendant|firefighter|police officer|cop|paramedic|electrician|plumber|"
+    "carpenter|mechanic|farmer|veterinarian|vet|librarian|consultant|analyst|"
+    "product manager|project manager|manager|entrepreneur|ceo|cto|freelancer|translator|"
+    "mathematician|economist|banker|realtor|real estate agent|receptionist|secretary|"
+    "sysadmin|tutor|coach|personal trainer|dancer|actor|actress|comedian|filmmaker|intern|"
+    "caregiver|nanny|midwife|soldier|youtuber|streamer|podcaster|social media manager|"
+    "stay-at-home mom|stay-at-home dad|stay-at-home parent|student|grad student|phd student"
+)
+STUDENT_JOBS = frozenset({"student", "grad student", "phd student"})
+JOB_MODIFIER_BLOCK = lex(
+    "of|the|a|an|and|or|my|your|not|big|huge|fan|bit|little|lot|kind|sort|such|total|really|"
+    "very|good|bad|great|terrible|proud|former|ex|aspiring|wannabe|future|retired|failed|"
+    "frustrated|born|natural|better|worse|terrible|horrible|decent|amateur|hobby|wannabe"
+)
+NATIONALITIES = lex(
+    "american|british|english|scottish|welsh|irish|canadian|mexican|brazilian|argentinian|"
+    "argentine|chilean|colombian|peruvian|venezuelan|cuban|french|german|italian|spanish|"
+    "portuguese|dutch|belgian|swiss|austrian|swedish|norwegian|danish|finnish|icelandic|"
+    "polish|czech|slovak|hungarian|romanian|bulgarian|greek|turkish|russian|ukrainian|"
+    "serbian|croatian|bosnian|slovenian|albanian|lithuanian|latvian|estonian|israeli|"
+    "palestinian|lebanese|syrian|iraqi|iranian|egyptian|moroccan|algerian|tunisian|"
+    "nigerian|ghanaian|kenyan|ethiopian|somali|south african|indian|pakistani|bangladeshi|"
+    "sri lankan|nepali|chinese|japanese|korean|south korean|vietnamese|thai|filipino|"
+    "filipina|indonesian|malaysian|singaporean|australian|new zealander|saudi|emirati|"
+    "jamaican|haitian|puerto rican|dominican|taiwanese"
+)
+LANGUAGES = lex(
+    "english|spanish|french|german|italian|portuguese|dutch|swedish|norwegian|danish|"
+    "finnish|polish|czech|russian|ukrainian|greek|turkish|arabic|hebrew|persian|farsi|hindi|"
+    "urdu|bengali|punjabi|tamil|telugu|mandarin|cantonese|chinese|japanese|korean|"
+    "vietnamese|thai|indonesian|malay|tagalog|swahili|romanian|hungarian|serbian|croatian|"
+    "bulgarian|catalan|basque|irish|welsh|latin|esperanto|sign language|asl|bsl|"
+    "american sign language|yoruba|igbo|amharic|somali"
+)
+GENDERS = lex(
+    "trans woman|trans man|trans person|trans girl|trans guy|transgender woman|"
+    "transgender man|transgender person|non-binary person|nonbinary person|non-binary|"
+    "nonbinary|enby|genderqueer|genderfluid|gender-fluid|agender|cis woman|cis man|"
+    "cisgender woman|cisgender man|two-spirit|transgender|trans|woman|man"
+)
+_REL_GROUPS = {
+    "has_sibling": "sister|brother|sibling|twin sister|twin brother|twin|half-sister|"
+    "half-brother|stepsister|stepbrother|step-sister|step-brother|sis",
+    "married_to": "wife|husband|spouse|hubby",
+    "has_partner": "partner|girlfriend|boyfriend|fiance|fiancé|fiancee|fiancée|gf|bf|"
+    "significant other",
+    "has_child": "son|daughter|kid|child|stepson|stepdaughter|step-son|step-daughter",
+    "has_parent": "mom|mother|mum|mommy|dad|father|daddy|stepmom|stepmother|stepdad|"
+    "stepfather",
+    "has_relative": "cousin|aunt|auntie|uncle|grandma|grandmother|granny|nana|grandpa|"
+    "grandfather|grandad|granddad|grandson|granddaughter|grandkid|grandchild|niece|nephew|"
+    "mother-in-law|father-in-law|sister-in-law|brother-in-law|son-in-law|daughter-in-law",
+    "friend_of": "friend|best friend|bestie|bff|buddy|pal|childhood friend",
+    "colleague_of": "coworker|co-worker|colleague|boss|manager|supervisor|teammate|"
+    "team lead|cofounder|co-founder|business partner",
+}
+REL_PREDICATE = {w: pred for pred, words in _REL_GROUPS.items() for w in lex(words)}
+REL_ADJ = lex(
+    "older|younger|big|little|baby|twin|best|oldest|youngest|eldest|middle|close|good|old|"
+    "childhood|dear|new|lovely|amazing|awesome|wonderful|sweet|beautiful|favorite|favourite"
+)
+SPECIES = lex(
+    "dog|puppy|pup|cat|kitten|kitty|hamster|guinea pig|rabbit|bunny|parrot|budgie|bird|"
+    "cockatiel|fish|goldfish|betta|turtle|tortoise|horse|pony|snake|lizard|gecko|iguana|"
+    "ferret|chinchilla|hedgehog|rat|golden retriever|labrador|lab|poodle|beagle|corgi|husky|"
+    "pug|dachshund|german shepherd|chihuahua|bulldog|terrier|retriever|shih tzu|pit bull|"
+    "border collie|maine coon|tabby"
+)
+PET_ADJ = lex("new|little|cute|sweet|big|old|young|rescue|adorable|fluffy|tiny|senior|lovely")
+EVENTS = lex(
+    "concert|gig|show|festival|conference|convention|meetup|party|wedding|funeral|"
+    "baby shower|graduation|ceremony|game|match|race|marathon|half marathon|parade|rally|"
+    "protest|workshop|seminar|class|lecture|talk|webinar|hackathon|exhibition|exhibit|"
+    "support group|book club|retreat|camp|tournament|competition|fair|carnival|play|"
+    "musical|opera|ballet|recital|open mic|poetry reading|book signing|fundraiser|event|"
+    "gala|reunion|picnic|barbecue|bbq|potluck|game night|trivia night|comedy show|"
+    "screening|premiere|expo|summit|symposium|service|mass|meeting|meeting|pride"
+)
+VENUES = lex(
+    "museum|art museum|zoo|aquarium|art gallery|gallery|beach|national park|theme park|"
+    "amusement park|botanical garden|botanical gardens|lake|mountains|countryside"
+)
+APPOINTMENTS = lex(
+    "appointment|interview|job interview|exam|test|surgery|flight|date|recital|"
+    "presentation|check-up|checkup|deadline|audition|performance"
+)
+NUMBER_WORDS = {
+    "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+    "eight": "8", "nine": "9", "ten": "10", "a": "1", "an": "1",
+}  # fmt: skip
+VERB_LEMMA = {
+    "going": "go", "heading": "head", "flying": "fly", "driving": "drive", "off": "go",
+    "traveling": "travel", "travelling": "travel", "moving": "move", "returning": "return",
+}  # fmt: skip
+MONTHS = lex(
+    "january|february|march|april|may|june|july|august|september|october|november|december"
+)
+WEEKDAYS = lex("monday|tuesday|wednesday|thursday|friday|saturday|sunday")
+# Capitalised words that are not person names in the positions where a name is expected.
+NAME_STOP = frozenset(
+    [*MONTHS, *WEEKDAYS, *NATIONALITIES, *LANGUAGES]
+    + list(
+        lex(
+            "i|i'm|im|me|my|mine|you|your|he|she|it|we|they|him|her|them|us|our|their|his|its|"
+            "the|this|that|these|those|a|an|and|but|or|so|also|well|oh|ok|okay|yes|yeah|no|"
+            "hey|hi|hello|thanks|sorry|lol|god|today|tomorrow|yesterday|tonight|everyone|"
+            "everybody|nobody|someone|somebody|anyone|christmas|easter|halloween|thanksgiving|"
+            "covid|university|college|school|just|really|actually|honestly|anyway|here|there|"
+            "what|who|why|how|when|where|which|if|then|now|not|never|always|still|too|very|"
+            "catholic|christian|muslim|jewish|buddhist|hindu|atheist|gay|lesbian|bi|straight|"
+            "single|married|divorced|pregnant|sick|happy|sad|great|fine|busy|home|back|mr|mrs|"
+            "ms|dr|sir|mom|dad|mum|mama|papa"
+        )
+    )
+)

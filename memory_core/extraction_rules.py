@@ -1,0 +1,444 @@
+"""The rule table of the heuristic extractor: lexicons, regex building blocks and rules.
+
+Data, not logic: ``memory_core.extraction`` runs these. Each rule is a compiled regex over
+one clause plus the triples it emits. Group names carry meaning: ``obj``/``obj2``/``dest``
+are cleaned by the rule's object policy, ``name``/``name2`` are person names, ``rel``,
+``verb``, ``n``, ``species``, ``nat``, ``lang`` ... are looked up or normalised. Emit
+templates are ``"<subject> <predicate> <object template>"``; an emit that names a group
+the match did not fill is skipped.
+
+Regexes stay linear: no nested unbounded quantifiers; clauses are capped in length.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from memory_core.extraction_lexicon import (
+    APPOINTMENTS,
+    EVENTS,
+    GENDERS,
+    JOB_MODIFIER_BLOCK,
+    JOBS,
+    LANGUAGES,
+    MONTHS,
+    NATIONALITIES,
+    NUMBER_WORDS,
+    PET_ADJ,
+    REL_ADJ,
+    REL_PREDICATE,
+    SPECIES,
+    VENUES,
+    VERB_LEMMA,
+    lex,
+)
+
+Policy = Literal["entity", "proper", "phrase", "pref", "date"]
+DateRole = Literal["none", "event", "since", "deadline"]
+
+
+def alt(words: tuple[str, ...] | frozenset[str]) -> str:
+    """A regex alternation of phrases, longest first, any whitespace between words."""
+    ordered = sorted(words, key=len, reverse=True)
+    return "(?:" + "|".join(r"\s+".join(re.escape(p) for p in w.split()) for w in ordered) + ")"
+
+
+# --- regex building blocks -------------------------------------------------------------
+_UP = "A-ZÀ-ÖØ-Þ"
+_LO = "a-zß-öø-ÿ"
+NAME_WORD = rf"[{_UP}](?:[{_LO}]+(?:[{_UP}][{_LO}]+)?|['’][{_UP}][{_LO}]+)(?:-[{_UP}][{_LO}]+)?"
+NAME_BODY = rf"(?-i:{NAME_WORD}(?:\s+{NAME_WORD})?)(?![\w-])(?!['’](?![sS]\b))"
+NAME = rf"(?P<name>{NAME_BODY})"
+NAME2 = rf"(?P<name2>{NAME_BODY})"
+ADV = (
+    r"(?:(?:currently|now|still|also|actually|really|just|recently|finally|totally|"
+    r"absolutely|genuinely|honestly|officially|already|truly|definitely|seriously|literally|"
+    r"originally|even|always|mostly|usually|kinda|kind\s+of|sort\s+of|pretty\s+much|"
+    r"happily|proudly|so|very)\s+){0,3}"
+)
+I_AM = r"\bI(?:['’]?m|\s+am)"
+I_HAVE = r"\bI(?:['’]ve|\s+have)"
+WE = r"\b(?:I|we)"
+WE_ARE = r"\b(?:I(?:['’]?m|\s+am)|we(?:['’]re|\s+are))"
+WE_HAVE = r"\b(?:I|we)(?:['’]ve|\s+have)"
+OBJ = r"(?P<obj>.{1,200})"
+OBJ2 = r"(?P<obj2>.{1,200})"
+REL = rf"(?P<rel>{alt(tuple(REL_PREDICATE))})"
+REL_ADJS = rf"(?:{alt(REL_ADJ)}\s+){{0,2}}"
+JOB_MOD = rf"(?:(?!{alt(JOB_MODIFIER_BLOCK)}\b)[a-z][\w-]*\s+){{0,3}}?"
+JOB = rf"(?P<job>{JOB_MOD}{alt(JOBS)})(?![\w'’-])"
+SPECIES_RE = rf"(?P<species>{alt(SPECIES)})"
+END = r"(?=\s*(?:$|[,.!;:)]|and\b|but\b|so\b|too\b|btw\b|lol\b|now\b|who\b|myself\b|since\b|for\b))"
+MONTH_RE = alt(MONTHS)
+_DATE_SURFACE = (
+    rf"(?:{MONTH_RE}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+(?:19|20)\d\d)?"
+    rf"|(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH_RE}(?:,?\s+(?:19|20)\d\d)?"
+    rf"|(?:19|20)\d\d)(?![\w])"
+)
+DATE_SURFACE = rf"(?P<obj>{_DATE_SURFACE})"
+# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ..."
+TP = rf"^(?:my\s+{REL_ADJS}{REL}(?:\s+|,\s*(?={NAME_WORD},)))?{NAME},?\s+{ADV}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    pattern: re.Pattern[str]
+    emits: tuple[tuple[str, str, str], ...]
+    policy: Policy = "entity"
+    date_role: DateRole = "none"
+    negated: bool = False
+    confidence: float = 0.7
+    explicit: bool = False
+    requires_date: bool = False
+    max_words: int = 6
+    split_and: bool = False
+    strip_possessive: bool = False  # "my first car" -> "first car" (the owner is the subject)
+    reject: frozenset[str] = frozenset()
+
+
+def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
+    triples = tuple(tuple(e.split(" ", 2)) for e in emits)
+    return Rule(name, re.compile(pattern, re.IGNORECASE), triples, **options)  # type: ignore[arg-type]
+
+
+_S = "@speaker"
+_NOT_DET = r"(?!(?:the|a|an|my|our|his|her|their|your|this|that|some)\b)"
+_LEARN_REJECT = frozenset(lex("a lot|lots|so much|much|more|a ton|things|stuff|everything"))
+
+IDENTITY_RULES = (
+    _r("name", rf"\bmy\s+name(?:['’]s|\s+is)\s+{NAME}", f"{_S} name_is {{name}}",
+       explicit=True, confidence=0.95),
+    _r("call_me", rf"\bcall\s+me\s+{NAME}", f"{_S} preferred_name_is {{name}}",
+       explicit=True, confidence=0.9),
+    _r("intro", rf"^I(?:['’]?m|\s+am)\s+{NAME}(?=\s*(?:$|[,.!]|and\b|btw\b|here\b))",
+       f"{_S} name_is {{name}}", confidence=0.6),
+    _r("go_by", rf"\bI\s+go\s+by\s+{NAME}", f"{_S} preferred_name_is {{name}}", confidence=0.8),
+    _r("age", rf"{I_AM}\s+{ADV}(?P<age>\d{{1,3}})(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?"
+       r"(?=\s*(?:$|[,.!;]|and\b|but\b|now\b|this\b|today\b|btw\b))", f"{_S} age_is {{age}}"),
+    _r("turned", rf"\bI\s+{ADV}turned\s+(?P<age>\d{{1,3}})(?![\w%])(?!\s+(?:minutes|hours))",
+       f"{_S} age_is {{age}}", date_role="since"),
+    _r("gender", rf"(?:{I_AM}\s+(?:an?\s+)?{ADV}|\bas\s+an?\s+|\bI\s+identify\s+as\s+(?:an?\s+)?)"
+       rf"(?P<g>{alt(GENDERS)}){END}", f"{_S} gender_identity_is {{g}}", confidence=0.8),
+    _r("pronouns", r"\bmy\s+pronouns\s+are\s+(?P<p>[a-z]+\s*/\s*[a-z]+(?:\s*/\s*[a-z]+)?)",
+       f"{_S} pronouns_are {{p}}", confidence=0.9),
+    _r("nationality", rf"{I_AM}\s+{ADV}(?:an?\s+)?(?P<nat>{alt(NATIONALITIES)})"
+       rf"(?:\s+citizen)?(?=\s*(?:$|[,.!;]|and\b|but\b|by\s+birth\b|too\b|btw\b))",
+       f"{_S} nationality_is {{nat}}"),
+    _r("speaks", rf"\bI\s+{ADV}speak\s+(?:fluent\s+|some\s+|a\s+little\s+|basic\s+)?"
+       rf"(?P<lang>{alt(LANGUAGES)})(?:\s*(?:,|and|&)\s*(?:fluent\s+)?"
+       rf"(?P<lang2>{alt(LANGUAGES)}))?(?![\w-])", f"{_S} speaks {{lang}}", f"{_S} speaks {{lang2}}"),
+    _r("fluent", rf"(?:{I_AM}\s+{ADV}(?:fluent|native)\s+in|\bmy\s+(?:native|first|mother)\s+"
+       rf"(?:language|tongue)\s+is)\s+(?P<lang>{alt(LANGUAGES)})(?![\w-])", f"{_S} speaks {{lang}}"),
+    _r("learning", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}learning\s+"
+       rf"(?:how\s+to\s+|to\s+)?{OBJ}", f"{_S} learning {{obj}}", max_words=4,
+       date_role="since", reject=_LEARN_REJECT),
+    _r("lessons", rf"{I_AM}\s+{ADV}taking\s+{_NOT_DET}(?P<obj>[a-z]+(?:\s+[a-z]+)?)\s+"
+       r"(?:lessons|classes)\b", f"{_S} learning {{obj}}", policy="phrase",
+       reject=frozenset(lex("some|more|online|evening|night|extra|two|three|private|group"))),
+    _r("born_on", rf"\bI\s+was\s+born\s+(?:on|in)\s+{DATE_SURFACE}", f"{_S} born_on {{obj}}",
+       policy="date"),
+    _r("birthday", rf"\bmy\s+birthday\s+is\s+(?:on\s+)?{DATE_SURFACE}", f"{_S} born_on {{obj}}",
+       policy="date", confidence=0.85),
+    _r("born_in", rf"\bI\s+was\s+born(?:\s+and\s+raised)?(?:\s+(?:on|in)\s+{_DATE_SURFACE})?\s+"
+       rf"in\s+(?!(?:19|20)\d\d|{MONTH_RE}\b){OBJ}", f"{_S} born_in {{obj}}", policy="proper"),
+)
+
+_EVENT_PHRASE = rf"(?:(?:a|an|the|my|our)\s+)?(?:[\w'’-]+\s+){{0,3}}?{alt(EVENTS)}s?"
+LOCATION_RULES = (
+    _r("live", rf"{WE}\s+{ADV}live\s+in\s+{OBJ}", f"{_S} lives_in {{obj}}", policy="proper",
+       date_role="since", confidence=0.8),
+    _r("living", rf"{WE_ARE}\s+{ADV}(?:living|based|located|settled)\s+in\s+{OBJ}",
+       f"{_S} lives_in {{obj}}", policy="proper", date_role="since", confidence=0.75),
+    _r("lived", rf"{WE_HAVE}\s+{ADV}(?:lived|been\s+living)\s+in\s+{OBJ}",
+       f"{_S} lives_in {{obj}}", policy="proper", date_role="since", confidence=0.7),
+    _r("moved", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:moved|relocated)\s+(?:back\s+)?(?:to|into)\s+"
+       rf"{OBJ}",
+       f"{_S} lives_in {{obj}}", f"{_S} moved_to {{obj}}", policy="proper", date_role="event",
+       confidence=0.75),
+    _r("moved_out", rf"{WE}\s+{ADV}moved\s+(?:out\s+of|away\s+from)\s+{OBJ}",
+       f"{_S} lives_in {{obj}}", policy="proper", negated=True),
+    _r("from", rf"(?:{I_AM}\s+{ADV}from|\bI\s+{ADV}(?:come\s+from|grew\s+up\s+in))\s+{OBJ}",
+       f"{_S} comes_from {{obj}}", policy="proper", confidence=0.75),
+    _r("visited", rf"{WE}\s+{ADV}(?:visited|toured)\s+{OBJ}", f"{_S} visited {{obj}}",
+       date_role="event", split_and=True, max_words=4),
+    _r("went_place", rf"{WE}\s+{ADV}(?:went|traveled|travelled|flew|drove|took\s+a\s+trip)\s+"
+       rf"(?:back\s+)?to\s+(?!{_EVENT_PHRASE}(?![\w-])){OBJ}", f"{_S} visited {{obj}}", policy="proper",
+       date_role="event", split_and=True, max_words=4),
+    _r("went_venue", rf"{WE}\s+{ADV}(?:went|walked|drove)\s+to\s+(?:the|a)\s+"
+       rf"(?P<obj>{alt(VENUES)})(?![\w-])", f"{_S} visited {{obj}}", date_role="event",
+       confidence=0.65),
+    _r("back_from", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:got|gotten|came|come|flew)\s+back\s+from\s+"
+       rf"{OBJ}", f"{_S} visited {{obj}}", policy="proper", date_role="event", max_words=4,
+       confidence=0.65),
+    _r("been_to", rf"{WE_HAVE}\s+{ADV}been\s+to\s+{OBJ}", f"{_S} visited {{obj}}",
+       policy="proper", split_and=True, max_words=4, confidence=0.65),
+    _r("attended", rf"{WE}\s+{ADV}attended\s+{OBJ}", f"{_S} attended {{obj}}",
+       date_role="event", max_words=5),
+    _r("was_at_event", rf"{WE}\s+(?:was|were)\s+{ADV}at\s+(?P<obj>{_EVENT_PHRASE})(?![\w-])",
+       f"{_S} attended {{obj}}", date_role="event", max_words=5, confidence=0.65),
+    _r("went_event", rf"{WE}\s+{ADV}(?:went|go|going)\s+to\s+(?P<obj>(?:(?:a|an|the|my|our)\s+)?"
+       rf"(?:[\w'’-]+\s+){{0,3}}?{alt(EVENTS)}s?)(?![\w-])", f"{_S} attended {{obj}}",
+       date_role="event", max_words=5, confidence=0.65),
+    _r("took_part", rf"{WE}\s+{ADV}(?:ran|participated\s+in|took\s+part\s+in|competed\s+in)\s+"
+       rf"(?P<obj>(?:(?:a|an|the|my|our)\s+)?(?:[\w'’-]+\s+){{0,3}}?{alt(EVENTS)})(?![\w-])",
+       f"{_S} attended {{obj}}", date_role="event", max_words=5, confidence=0.65),
+)
+
+# "the payments team at Stripe": the employer is the part after the unit.
+_UNIT = (
+    r"(?:the\s+(?:[\w-]+\s+){0,2}?(?:team|group|department|division|office|branch|lab|unit)\s+"
+    r"(?:at|of|in)\s+(?=(?-i:[A-Z])))?"
+)
+WORK_RULES = (
+    _r("work_at", rf"\bI\s+{ADV}work\s+(?:at|for)\s+{_UNIT}{OBJ}", f"{_S} works_at {{obj}}",
+       date_role="since", confidence=0.8),
+    _r("working_at", rf"{I_AM}\s+{ADV}(?:working|employed)\s+(?:at|for|by)\s+{_UNIT}{OBJ}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.75),
+    _r("worked_at", rf"{I_HAVE}\s+{ADV}(?:worked|been\s+working)\s+(?:at|for)\s+{OBJ}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.7),
+    _r("new_job", rf"\bI\s+{ADV}(?:got|landed|accepted|took|started)\s+(?:a|an|the|my)\s+"
+       r"(?:new\s+)?(?:job|position|role|internship)\s+(?:at|with)\s+" + OBJ,
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.75),
+    _r("started_at", rf"\bI\s+{ADV}(?:started|began)\s+(?:working\s+)?(?:at|for)\s+{OBJ}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.7),
+    _r("hired", rf"\bI\s+{ADV}(?:was|got)\s+hired\s+(?:at|by)\s+{OBJ}", f"{_S} works_at {{obj}}",
+       date_role="since", confidence=0.75),
+    _r("quit", rf"\bI\s+{ADV}(?:quit|left)\s+my\s+(?:job|position|role)\s+(?:at|with)\s+{OBJ}",
+       f"{_S} works_at {{obj}}", negated=True),
+    _r("fired", rf"\bI\s+{ADV}(?:got\s+|was\s+)?(?:fired|laid\s+off)\s+(?:from|by)\s+{OBJ}",
+       f"{_S} works_at {{obj}}", negated=True),
+    _r("used_to_work", rf"\bI\s+used\s+to\s+work\s+(?:at|for)\s+{OBJ}", f"{_S} works_at {{obj}}",
+       negated=True, confidence=0.65),
+    _r("job", rf"{I_AM}\s+{ADV}an?\s+{JOB}", f"{_S} job_title_is {{job}}", confidence=0.75),
+    _r("job_at", rf"{I_AM}\s+{ADV}an?\s+{JOB}\s+(?:at|for|with)\s+{OBJ}",
+       f"{_S} job_title_is {{job}}", f"{_S} works_at {{obj}}", confidence=0.75),
+    _r("work_as", rf"\bI\s+{ADV}(?:work|am\s+working|['’]m\s+working)\s+as\s+an?\s+{OBJ}",
+       f"{_S} job_title_is {{obj}}", max_words=4, confidence=0.75),
+    _r("work_at_as", rf"\bI\s+{ADV}work\s+(?:at|for)\s+[^,.;]{{1,60}}?\s+as\s+an?\s+{JOB}",
+       f"{_S} job_title_is {{job}}", confidence=0.75),
+    _r("retired", rf"\bI\s+{ADV}(?P<job>retired)(?=\s*(?:$|[,.!;]|last\b|this\b|in\b|after\b))",
+       f"{_S} job_title_is {{job}}", date_role="since", confidence=0.7),
+    _r("became", rf"\bI\s+{ADV}became\s+an?\s+{JOB}", f"{_S} job_title_is {{job}}",
+       date_role="since"),
+    _r("status", rf"{I_AM}\s+{ADV}(?P<job>retired|unemployed|self-employed){END}",
+       f"{_S} job_title_is {{job}}", confidence=0.7),
+    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been)\s+{ADV}(?:an?\s+)?(?:strict\s+)?(?P<job>vegetarian|vegan|pescatarian)"
+       rf"{END}", f"{_S} is_a {{job}}", confidence=0.7),
+    _r("study_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|enrolled)\s+(?:at|in)\s+"
+       rf"(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper"),
+    _r("field_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|majoring\s+in)\s+"
+       rf"{_NOT_DET}(?P<obj>[\w-]+(?:\s+[\w-]+){{0,2}}?)\s+at\s+(?P<obj2>.{{1,120}})",
+       f"{_S} studies {{obj}}", f"{_S} studies_at {{obj2}}", policy="entity", max_words=3,
+       reject=frozenset(lex("hard|late|abroad|online|full-time|part-time|tonight"))),
+    _r("field", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|majoring\s+in)\s+{_NOT_DET}"
+       rf"(?!(?:at|in|for|with|hard|late|abroad|online|tonight|all)\b){OBJ}",
+       f"{_S} studies {{obj}}", max_words=3),
+    _r("student_at", rf"{I_AM}\s+{ADV}an?\s+(?P<job>(?:[\w-]+\s+){{0,2}}?student)\s+(?:at|in)\s+"
+       rf"(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper"),
+    _r("graduated", rf"\bI\s+{ADV}graduated\s+from\s+{OBJ}", f"{_S} graduated_from {{obj}}",
+       date_role="event"),
+    _r("works_on", rf"{I_AM}\s+{ADV}(?:working\s+on|building|writing|developing)\s+"
+       rf"(?P<obj>(?:a|an|my|the)\s+.{{1,120}}|(?-i:[A-Z]).{{1,120}})",
+       f"{_S} works_on {{obj}}", confidence=0.6, max_words=4),
+)
+
+_PREF_VERBS = r"(?:love|like|enjoy|adore|dig)"
+PREFERENCE_RULES = (
+    _r("likes", rf"{WE}\s+{ADV}{_PREF_VERBS}\s+{OBJ}", f"{_S} likes {{obj}}", policy="pref",
+       split_and=True, confidence=0.7),
+    _r("have_loved", rf"{WE_HAVE}\s+{ADV}(?:loved|liked|enjoyed|adored)\s+{OBJ}",
+       f"{_S} likes {{obj}}", policy="pref", split_and=True, confidence=0.7),
+    _r("into", rf"{I_AM}\s+{ADV}(?:an?\s+(?:big\s+|huge\s+)?fan\s+of|into|obsessed\s+with|"
+       rf"passionate\s+about|crazy\s+about)\s+{OBJ}", f"{_S} likes {{obj}}", policy="pref",
+       split_and=True, confidence=0.7),
+    _r("fan", rf"{I_AM}\s+{ADV}an?\s+(?:big|huge|massive|lifelong|die-hard|diehard)\s+"
+       rf"(?P<obj>(?-i:[A-Z])[\w'’.&-]*(?:\s+(?-i:[A-Z])[\w'’.&-]*){{0,2}})\s+fan\b",
+       f"{_S} likes {{obj}}", confidence=0.7),
+    _r("hates", rf"\bI\s+{ADV}(?:hate|dislike|detest|loathe|despise)\s+{OBJ}",
+       f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.7),
+    _r("prefers", rf"\bI\s+{ADV}prefer\s+{OBJ}", f"{_S} prefers {{obj}}", policy="phrase",
+       max_words=6),
+    _r("favorite", r"\bmy\s+(?:all[\s-]time\s+|absolute\s+|personal\s+)?favou?rite\s+"
+       r"(?P<cat>[a-z-]+(?:\s+[a-z-]+)?)(?:\s+of\s+all\s+time|\s+ever|\s+right\s+now)?\s+"
+       rf"(?:is|are|has\s+to\s+be)\s+{OBJ}", f"{_S} favorite {{cat}}: {{obj}}", policy="pref",
+       confidence=0.8),
+    _r("is_favorite", r"^(?P<obj>[^,]{1,40}?)\s+(?:is|are)\s+(?:definitely\s+|still\s+)?my\s+"
+       r"(?:all[\s-]time\s+|absolute\s+)?favou?rite\s+(?P<cat>[a-z-]+(?:\s+[a-z-]+)?)"
+       r"(?=\s*(?:$|[,.!;]|of\s+all\s+time|ever|and\b))", f"{_S} favorite {{cat}}: {{obj}}",
+       policy="pref", confidence=0.75),
+)
+
+RELATION_RULES = (
+    _r("my_rel_name", rf"\bmy\s+{REL_ADJS}{REL}(?:,\s*|\s+)(?:(?:named|called)\s+)?{NAME}",
+       f"{_S} {{rel_pred}} {{name}}", confidence=0.75),
+    _r("name_is_my_rel", rf"{NAME}\s+(?:is|was)\s+my\s+{REL_ADJS}{REL}(?![\w'’-])",
+       f"{_S} {{rel_pred}} {{name}}", confidence=0.75),
+    _r("rel_is_name", rf"\bmy\s+{REL_ADJS}{REL}(?:['’]s\s+name\s+is|\s+is\s+(?:called|named)|"
+       rf"\s+is)\s+{NAME}{END}", f"{_S} {{rel_pred}} {{name}}", confidence=0.75),
+    _r("have_rel_named", rf"\b(?:I|we)\s+have\s+(?:a|an|one)\s+{REL_ADJS}{REL}\s+(?:named|called)"
+       rf"\s+{NAME}", f"{_S} {{rel_pred}} {{name}}", confidence=0.75),
+    _r("married_to", rf"{I_AM}\s+{ADV}married\s+to\s+{NAME}", f"{_S} married_to {{name}}",
+       confidence=0.8),
+    _r("married", rf"\bI\s+{ADV}(?:married|wed)\s+{NAME}", f"{_S} married_to {{name}}",
+       date_role="since", confidence=0.75),
+    _r("dating", rf"(?:{I_AM}|\bI\s+{ADV}got)\s+{ADV}(?:dating|engaged\s+to|"
+       rf"in\s+a\s+relationship\s+with)\s+{NAME}",
+       f"{_S} has_partner {{name}}", date_role="since", confidence=0.75),
+    _r("name_and_i", rf"{NAME}\s+and\s+I\s+(?:are|have\s+been)\s+{ADV}(?P<rel>best\s+friends|"
+       r"friends|married|together|coworkers|colleagues)\b", f"{_S} {{rel_pred}} {{name}}",
+       date_role="since", confidence=0.7),
+    _r("divorced", rf"\bI\s+{ADV}divorced\s+{NAME}", f"{_S} married_to {{name}}", negated=True),
+    _r("broke_up", rf"\bI\s+{ADV}(?:broke\s+up|split\s+up)\s+with\s+{NAME}",
+       f"{_S} has_partner {{name}}", negated=True),
+    _r("kids_count", r"\b(?:I|we)\s+have\s+(?P<n>\d|one|two|three|four|five|six|seven|eight)\s+"
+       r"(?:(?:young|little|grown|adult|beautiful|amazing|wonderful|lovely)\s+)?(?:kids|children)"
+       r"\b", f"{_S} child_count_is {{n}}", confidence=0.8),
+    _r("parent_of", rf"{I_AM}\s+{ADV}an?\s+(?:mom|mum|mother|dad|father|parent)\s+of\s+"
+       r"(?P<n>\d|one|two|three|four|five|six|seven|eight)\b(?!\s+(?:dogs|cats|pets))",
+       f"{_S} child_count_is {{n}}", confidence=0.75),
+)
+
+_PET_ADJS = rf"(?:{alt(PET_ADJ)}\s+){{0,2}}"
+_PETS = rf"(?:a|an|one|two|three|\d)\s+{_PET_ADJS}{alt(SPECIES)}(?:s|es)?"
+_PET_END = (
+    r"(?=\s*(?:$|[,.!;]|and\b|who\b|at\s+home|now\b|too\b|as\s+well|last\b|this\b|"
+    r"yesterday\b|recently\b))"
+)
+POSSESSION_RULES = (
+    _r("pet_named", rf"{WE}\s+{ADV}(?:have|got|adopted|rescued|own)\s+(?:a|an)\s+{_PET_ADJS}"
+       rf"{SPECIES_RE}\s+(?:named|called)\s+{NAME}", f"{_S} has_pet {{name}}",
+       "{name} is_a {species}", date_role="event", confidence=0.8),
+    _r("and_pet_named", rf"{WE}\s+{ADV}(?:have|got|adopted|rescued|own)\s+.{{0,80}}?\band\s+"
+       rf"(?:a|an)\s+{_PET_ADJS}{SPECIES_RE}\s+(?:named|called)\s+{NAME}",
+       f"{_S} has_pet {{name}}", "{name} is_a {species}", date_role="event", confidence=0.75),
+    _r("my_pet", rf"\bmy\s+{_PET_ADJS}{SPECIES_RE}(?:,\s*|\s+)(?:(?:named|called)\s+)?{NAME}",
+       f"{_S} has_pet {{name}}", "{name} is_a {species}", confidence=0.75),
+    _r("pet_name_is", rf"\bmy\s+{_PET_ADJS}{SPECIES_RE}['’]s\s+name\s+is\s+{NAME}",
+       f"{_S} has_pet {{name}}", "{name} is_a {species}", confidence=0.8),
+    _r("pet", rf"{WE}\s+{ADV}(?:have|own|adopted|rescued|got)\s+(?P<obj>{_PETS})"
+       rf"(?:\s*(?:,|and)\s+(?P<obj2>{_PETS}))?{_PET_END}", f"{_S} has_pet {{obj}}",
+       f"{_S} has_pet {{obj2}}", date_role="event", confidence=0.7, strip_possessive=True),
+    _r("owns", rf"{WE}\s+{ADV}own\s+{OBJ}", f"{_S} owns {{obj}}", max_words=4,
+       strip_possessive=True),
+    _r("drives", rf"\bI\s+{ADV}drive\s+an?\s+{OBJ}", f"{_S} owns {{obj}}", max_words=4,
+       confidence=0.65),
+    _r("bought", rf"{WE}\s+{ADV}(?:bought|purchased|got\s+myself)\s+{OBJ}",
+       f"{_S} bought {{obj}}", date_role="event", max_words=4, confidence=0.7,
+       strip_possessive=True),
+)
+
+_TRAVEL = r"(?P<verb>going|heading|flying|driving|traveling|travelling|off|moving|returning)"
+_PLAN_REJECT_VERBS = (
+    r"(?!(?:be|say|tell|ask|need|have|try|let|make\s+sure|admit|guess|assume|check|see|think|"
+    r"do\s+it|do\s+that|answer|explain|repeat|start\s+by)\b)"
+)
+# Groups that include the speaker: "we", "our team", "my wife and I".
+_GROUP = (
+    r"(?:\b(?:I|we)|\bour\s+(?:team|family|group|company|household|band|class)"
+    r"|\bmy\s+[\w-]+\s+and\s+I)"
+)
+PLAN_RULES = (
+    _r("plan", rf"{WE}(?:['’]?m|\s+am|['’]re|\s+are|['’]ve|\s+have)?\s+{ADV}(?:planning|plan|"
+       r"intend|intending|aiming|scheduled|signed\s+up|registered|enrolled|booked)\s+"
+       rf"(?:on\s+|to\s+|for\s+){OBJ}", f"{_S} plans_to {{obj}}", policy="phrase",
+       date_role="deadline", max_words=8, confidence=0.7),
+    _r("my_plan", rf"\bmy\s+plan\s+is\s+to\s+{OBJ}", f"{_S} plans_to {{obj}}", policy="phrase",
+       date_role="deadline", max_words=8, confidence=0.7),
+    _r("travel", rf"{WE_ARE}\s+{ADV}{_TRAVEL}\s+(?:back\s+)?to\s+(?P<dest>(?:the\s+)?"
+       r"(?-i:[A-Z]).{0,120})", f"{_S} plans_to {{verb_lemma}} to {{dest}}",
+       date_role="deadline", confidence=0.7),
+    _r("going_place", rf"{WE_ARE}\s+{ADV}{_TRAVEL}\s+to\s+(?P<obj>(?:the|a|an|my|our)\s+"
+       r".{1,120})", f"{_S} plans_to {{verb_lemma}} to {{obj}}", policy="phrase",
+       requires_date=True, date_role="deadline", max_words=5, confidence=0.65),
+    _r("going_to", rf"{WE_ARE}\s+{ADV}(?:going\s+to|gonna)\s+{_NOT_DET}{_PLAN_REJECT_VERBS}"
+       rf"(?=(?-i:[a-z])){OBJ}", f"{_S} plans_to {{obj}}", policy="phrase", requires_date=True,
+       date_role="deadline", max_words=8, confidence=0.65),
+    _r("will", rf"{WE}(?:['’]ll|\s+will|\s+shall)\s+{ADV}{_PLAN_REJECT_VERBS}{OBJ}",
+       f"{_S} plans_to {{obj}}", policy="phrase", requires_date=True, date_role="deadline",
+       max_words=8, confidence=0.6),
+    _r("appointment", rf"\bI\s+have\s+(?:a|an|my)\s+(?P<obj>(?:[\w'’-]+\s+){{0,2}}?"
+       rf"{alt(APPOINTMENTS)})(?![\w-])", f"{_S} plans_to {{obj}}", policy="phrase",
+       requires_date=True, date_role="deadline", confidence=0.65),
+    _r("promised_to", rf"{WE}\s+{ADV}(?:promised|pledged|vowed|swore)\s+to\s+{OBJ}",
+       f"{_S} committed_to {{obj}}", policy="phrase", date_role="deadline", max_words=8,
+       confidence=0.75),
+    _r("promised_that", rf"{WE}\s+{ADV}(?:promised|pledged|vowed|swore)\s+(?:[\w'’]+\s+){{0,3}}?"
+       rf"(?:that\s+)?(?:I|we)\s+(?:will|['’]ll)\s+{OBJ}", f"{_S} committed_to {{obj}}",
+       policy="phrase", date_role="deadline", max_words=8, confidence=0.75),
+    _r("committed", rf"(?:{I_AM}|{I_HAVE})\s+{ADV}(?:committed|agreed)\s+to\s+{OBJ}",
+       f"{_S} committed_to {{obj}}", policy="phrase", date_role="deadline", max_words=8,
+       confidence=0.7),
+    _r("must", rf"\bI\s+{ADV}(?:need\s+to|have\s+to|must|got\s+to|gotta)\s+{OBJ}",
+       f"{_S} committed_to {{obj}}", policy="phrase", requires_date=True,
+       date_role="deadline", max_words=8, confidence=0.6),
+    _r("decided", rf"{_GROUP}(?:['’]ve|\s+have)?\s+{ADV}(?:decided|chose|opted)\s+(?:to|that|on)\s+"
+       rf"{OBJ}", f"{_S} decided {{obj}}", policy="phrase", date_role="event", max_words=8,
+       confidence=0.75),
+    _r("we_agreed", rf"(?!\bI\b){_GROUP}(?:['’]ve|\s+have)?\s+{ADV}(?:agreed|settled)\s+"
+       rf"(?:to|on|that)\s+{OBJ}",
+       f"{_S} decided {{obj}}", policy="phrase", date_role="event", max_words=8,
+       confidence=0.7),
+)
+
+THIRD_PARTY_RULES = (
+    _r("tp_lives", rf"{TP}(?:lives|is\s+living|is\s+based)\s+in\s+{OBJ}",
+       "{name} lives_in {obj}", f"{_S} {{rel_pred}} {{name}}", policy="proper",
+       date_role="since", confidence=0.7),
+    _r("tp_works", rf"{TP}(?:works|is\s+working)\s+(?:at|for)\s+{OBJ}", "{name} works_at {obj}",
+       f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.7),
+    _r("tp_from", rf"{TP}is\s+(?:originally\s+)?from\s+{OBJ}", "{name} comes_from {obj}",
+       f"{_S} {{rel_pred}} {{name}}", policy="proper", confidence=0.7),
+    _r("tp_moved", rf"{TP}moved\s+to\s+{OBJ}", "{name} lives_in {obj}", "{name} moved_to {obj}",
+       f"{_S} {{rel_pred}} {{name}}", policy="proper", date_role="event", confidence=0.7),
+    _r("tp_job", rf"{TP}is\s+an?\s+{JOB}", "{name} job_title_is {job}",
+       f"{_S} {{rel_pred}} {{name}}", confidence=0.65),
+    _r("tp_age", rf"{TP}is\s+(?P<age>\d{{1,3}})(?:\s+years?\s+old)?(?=\s*(?:$|[,.!;]|and\b))",
+       "{name} age_is {age}", f"{_S} {{rel_pred}} {{name}}", confidence=0.7),
+    _r("tp_turned", rf"{TP}(?:just\s+)?turned\s+(?P<age>\d{{1,3}})(?![\w%])", "{name} age_is {age}",
+       f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.7),
+    _r("tp_likes", rf"{TP}(?:loves|likes|enjoys|adores|is\s+(?:obsessed\s+with|into|crazy\s+about|"
+       rf"passionate\s+about|an?\s+(?:big\s+|huge\s+)?fan\s+of))\s+{OBJ}", "{name} likes {obj}",
+       f"{_S} {{rel_pred}} {{name}}", policy="pref", split_and=True, confidence=0.6),
+    _r("tp_married", rf"{TP}is\s+married\s+to\s+{NAME2}", "{name} married_to {name2}",
+       f"{_S} {{rel_pred}} {{name}}", confidence=0.7),
+    _r("who_lives", rf"{NAME},?\s+who\s+{ADV}(?:lives|is\s+living)\s+in\s+{OBJ}",
+       "{name} lives_in {obj}", policy="proper", confidence=0.65),
+    _r("who_works", rf"{NAME},?\s+who\s+{ADV}works\s+(?:at|for)\s+{OBJ}", "{name} works_at {obj}",
+       confidence=0.65),
+    _r("tp_birthday", rf"^{NAME}['’]s\s+birthday\s+is\s+(?:on\s+)?{DATE_SURFACE}",
+       "{name} born_on {obj}", policy="date", confidence=0.75),
+)
+
+_NO = r"(?:no\s+longer|don['’]?t|do\s+not|never)"
+NEGATION_RULES = (
+    _r("not_live", rf"\bI\s+{_NO}\s+(?:live|reside)\s+in\s+{OBJ}", f"{_S} lives_in {{obj}}",
+       policy="proper", negated=True),
+    _r("not_living", rf"{I_AM}\s+(?:no\s+longer|not)\s+(?:living|based)\s+in\s+{OBJ}",
+       f"{_S} lives_in {{obj}}", policy="proper", negated=True),
+    _r("not_work", rf"\bI\s+{_NO}\s+work\s+(?:at|for)\s+{OBJ}", f"{_S} works_at {{obj}}",
+       negated=True),
+    _r("not_working", rf"{I_AM}\s+(?:no\s+longer|not)\s+(?:working|employed)\s+(?:at|for|by)\s+"
+       rf"{OBJ}", f"{_S} works_at {{obj}}", negated=True),
+    _r("not_job", rf"{I_AM}\s+no\s+longer\s+an?\s+{JOB}", f"{_S} job_title_is {{job}}",
+       negated=True),
+    _r("not_married", rf"{I_AM}\s+(?:no\s+longer|not)\s+married\s+to\s+{NAME}",
+       f"{_S} married_to {{name}}", negated=True),
+    _r("not_dating", rf"{I_AM}\s+(?:no\s+longer|not)\s+(?:dating|with)\s+{NAME}",
+       f"{_S} has_partner {{name}}", negated=True),
+    _r("not_like", rf"\bI\s+{ADV}(?:don['’]?t|do\s+not|never)\s+(?:really\s+)?(?:like|enjoy)\s+"
+       rf"{OBJ}", f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.65),
+    _r("cant_stand", rf"\bI\s+{ADV}(?:can['’]?t|cannot|can\s+not)\s+stand\s+{OBJ}",
+       f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.7),
+    _r("not_fan", rf"{I_AM}\s+not\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|into)\s+{OBJ}",
+       f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.65),
+    _r("decided_not", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}decided\s+(?P<obj>not\s+to\s+.{{1,160}})",
+       f"{_S} decided {{obj}}", policy="phrase", date_role="event", max_words=8),
+)
+
+POSITIVE_RULES: tuple[Rule, ...] = (
+    IDENTITY_RULES + LOCATION_RULES + WORK_RULES + PREFERENCE_RULES + RELATION_RULES
+    + POSSESSION_RULES + PLAN_RULES + THIRD_PARTY_RULES
+)

@@ -1,0 +1,264 @@
+"""Text plumbing of the heuristic extractor: sentences, clauses, fillers, object cleaning.
+
+Pure functions over strings. Object cleaning is where precision is won: a captured group
+runs to the end of its clause, and cleaning cuts it at the first punctuation, clause word
+("because", "and I") or preposition (for entities), trims fillers ("now", "too"),
+determiners and dangling function words, then applies hygiene.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory_core.extraction_lexicon import NAME_STOP, lex
+from memory_core.hygiene import check_subject
+
+MAX_TEXT_CHARS = 50_000
+MAX_SENTENCE_CHARS = 400
+MAX_REMEMBER_CHARS = 300
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_INLINE_CODE = re.compile(r"`[^`\n]{0,200}`")
+_SENT_SPLIT = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*[\r\n]+\s*")
+_ABBREV_END = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|vs|e\.g|i\.e|approx)\.$", re.I)
+_FILLER = re.compile(
+    r"^(?:(?:oh|ah|aw|well|so|also|and|but|anyway|anyways|btw|by\s+the\s+way|actually|yeah|"
+    r"yes|yep|yup|no|nope|ok|okay|haha+|lol|hey|hi|hello|um+|uh+|hmm+|honestly|fun\s+fact|"
+    r"guess\s+what|wow|omg|sure|right|great|cool|nice|true|ha|heh|ugh|alright|thanks|"
+    r"thank\s+you|plus|then|now|speaking\s+of\s+which|as\s+for\s+me|same\s+here|"
+    r"for\s+me)\b[\s,!.:;-]*){1,4}",
+    re.IGNORECASE,
+)
+_CLAUSE_SPLIT = re.compile(
+    r"\s*,?\s*\bbut\b\s*|\s*;\s*|\s+[—–-]\s+"
+    r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my)\b)"
+    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we)\s+(?!(?:are|have\s+been)\b))"
+    r"|,\s*(?=(?:what|how)\s+about\b)|,\s*(?=(?:do|did|are|have|what|how|and)\s+you\b)"
+    r"|,\s+(?=(?:I|I['’]m|I['’]ve|we|it|it['’]s|they|he|she|you|nobody|everyone|no\s+one|"
+    r"that|this)\b)",
+    re.IGNORECASE,
+)
+_HARD_CUT = re.compile(
+    r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<!St|Dr|Mr|Ms|Mt|Jr|Sr)(?<!Mrs)\.(?=\s|$)"
+    r"|\s(?:lol|haha+|lmao|tbh|btw|imo|xd)\b",
+    re.IGNORECASE,
+)
+
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(lex(text))
+
+
+ENTITY_STOP = _set(
+    "at|in|on|for|with|from|to|near|by|since|because|but|so|which|who|whom|where|when|while|"
+    "though|although|until|till|after|before|as|now|right|currently|again|too|also|anymore|"
+    "yet|already|still|full-time|part-time|ago|this|that|these|there|here|if|than|then|every|"
+    "each|about|during|over|like|is|was|are|were|has|have|had|will|would|can|do|does|did|"
+    "it's|whose|cause|cuz|coz|lol|haha|tbh|btw|together|twice|once|recently|lately|nearby|"
+    "originally|though|downtown|uptown|nearby|locally|abroad|overseas|remotely"
+)
+PHRASE_STOP = _set(
+    "because|since|but|which|while|though|although|unless|cause|cuz|coz|whenever|when|once|"
+    "until|till|lol|haha|tbh|btw|whereas"
+)
+_CLAUSE_STARTERS = _set(
+    "i|i'm|i've|i'll|we|we're|my|it|it's|he|she|they|then|also|you|that|there|this|am|have"
+)
+_TRAILING = _set(
+    "now|currently|right now|these days|at the moment|at the minute|too|also|as well|again|"
+    "anymore|any more|any longer|already|so much|a lot|very much|really|though|tho|either|"
+    "actually|honestly|lately|recently|yet|still|anyway|then|for sure|ok|twice|once|"
+    "a few times|many times|every day|everyday|every week|sometimes|often|always|regularly|"
+    "together|soon|today|tonight|full time|part time|full-time|part-time|so|and stuff|"
+    "and all|or something|or so|etc|lol|haha|originally|on weekends|on the weekend|"
+    "on the weekends|at night|in the morning|in the evening|every morning|every weekend|"
+    "at home|so much|a ton|more and more|more than anything"
+)
+_DANGLING = _set(
+    "to|of|the|a|an|my|and|or|with|for|at|in|on|your|our|from|by|is|was|are|about|like|so|very"
+)
+ENTITY_BAD_START = _set(
+    "to|for|with|from|up|out|off|on|in|at|into|about|over|back|away|home|here|there|it|that|"
+    "this|them|him|her|you|me|us|myself|yourself|ourselves|themselves|nothing|something|"
+    "everything|anything|someone|everyone|night|nights|weekends|remotely|remote|hard|late|"
+    "early|all|some|any|more|most|lots|much|not|no|how|what|why|when|where|who|which|whatever"
+)
+PHRASE_BAD_START = _set(
+    "it|it's|that|this|these|those|you|your|yours|him|her|them|they|he|she|how|what|when|"
+    "where|why|who|which|whatever|whoever|there|here|everything|anything|something|nothing|"
+    "everyone|someone|anyone|all|so|such|both|either|neither|one|ones|me|us|myself|if|like"
+)
+PHRASE_BAD_END = _set(
+    "it|that|this|them|him|her|you|one|there|these|those|so|ones|me|us|stuff|things|"
+    "something|anything|everything|lot|much|more|well|too"
+)
+_COGNITIVE = _set(
+    "think|believe|say|know|imagine|admit|assume|hear|see|help|be|point out|mention|keep"
+)
+_VAGUE_SINGLE = _set(
+    "go|come|leave|work|sleep|rest|relax|try|see|wait|stay|start|help|be|do|get|have|make|"
+    "call|check|talk|think|know|finish|continue|begin|win|lose|play|eat|read|write"
+)
+_COMPOUNDS = _set(
+    "mac and cheese|rock and roll|rock 'n' roll|fish and chips|salt and pepper|"
+    "drum and bass|peanut butter and jelly|dungeons and dragons|arts and crafts|"
+    "hide and seek|truth or dare|pros and cons|rhythm and blues|bread and butter|"
+    "law and order|pride and prejudice|war and peace|black and white|sweet and sour"
+)
+_PROPER_AFTER_IN = re.compile(
+    r"^\s*(?:an?|the|my|our)\s+(?:[a-z][\w-]*\s+){1,4}?(?:in|near|outside(?:\s+of)?|just\s+outside)\s+"
+    r"(?=(?:the\s+)?[A-Z])"
+)
+_AND_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+(?:and|&)\s+", re.IGNORECASE)
+
+
+def strip_fillers(text: str) -> str:
+    """Drop leading discourse fillers ("Oh, well, so ...")."""
+    return _FILLER.sub("", text.strip(), count=1).strip()
+
+
+def _drop_code(text: str) -> str:
+    fenced = text.split("```")
+    prose = "\n".join(fenced[0::2])  # odd parts were inside ``` fences
+    return _INLINE_CODE.sub(" [code] ", _CONTROL.sub(" ", prose))
+
+
+def sentences(text: str) -> list[str]:
+    """The prose sentences of a turn: bounded, code-free, fillers stripped."""
+    pieces = _SENT_SPLIT.split(_drop_code(text[:MAX_TEXT_CHARS]))
+    merged: list[str] = []
+    for piece in pieces:
+        if merged and _ABBREV_END.search(merged[-1]):
+            merged[-1] = f"{merged[-1]} {piece}"
+        else:
+            merged.append(piece)
+    out: list[str] = []
+    for sentence in merged:
+        parts = [sentence] if len(sentence) <= MAX_SENTENCE_CHARS else sentence.split(", ")
+        for part in parts:
+            part = strip_fillers(part)
+            if part and len(part) <= MAX_SENTENCE_CHARS:
+                out.append(part)
+    return out
+
+
+def clauses(sentence: str) -> list[str]:
+    """Independent clauses, so a question or hypothetical in one does not hide another."""
+    parts = (strip_fillers(p) for p in _CLAUSE_SPLIT.split(sentence))
+    return [p for p in parts if p]
+
+
+def _cut_words(words: list[str], entity: bool, split_and: bool) -> list[str]:
+    stop = ENTITY_STOP if entity else PHRASE_STOP
+    out: list[str] = []
+    for i, word in enumerate(words):
+        low = word.lower().strip("'’")
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        starts_clause = nxt.lower() in _CLAUSE_STARTERS
+        if low in stop:
+            break
+        if low in ("and", "or", "&", "+"):
+            proper_next = nxt[:1].isupper() and not starts_clause
+            if (entity and not proper_next) or (not entity and starts_clause):
+                break
+        if not entity and low in ("so", "after", "before") and starts_clause:
+            break
+        out.append(word)
+    return out
+
+
+def _trim(words: list[str], entity: bool, articles: bool) -> list[str]:
+    changed = True
+    while words and changed:
+        changed = False
+        for n in (3, 2, 1):
+            tail = " ".join(words[-n:]).lower().strip(".'’\"")
+            if len(words) >= n and tail in _TRAILING:
+                words, changed = words[:-n], True
+                break
+        if words and words[-1].lower().strip(".") in _DANGLING:
+            words, changed = words[:-1], True
+    if articles and words and words[0].lower() in ("a", "an"):
+        words = words[1:]
+    if articles and len(words) > 1 and words[0].lower() == "the" and words[1][:1].islower():
+        words = words[1:]
+    return words
+
+
+def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> str | None:
+    words = part.strip(" .'’\"").split()
+    if not words or len(words) > max_words:
+        return None
+    low = [w.lower() for w in words]
+    text = " ".join(words)
+    if " ".join(low) in reject:
+        return None
+    if policy in ("entity", "proper"):
+        head = words[1] if low[0] == "the" and len(words) > 1 else words[0]
+        if low[0] in ENTITY_BAD_START or (policy == "proper" and not head[:1].isupper()):
+            return None
+        return text if check_subject(text) is None else None
+    if low[0] in PHRASE_BAD_START or low[-1] in PHRASE_BAD_END:
+        return None
+    if len(low) == 1 and low[0] in _VAGUE_SINGLE:
+        return None
+    if policy == "pref" and low[0] == "to":
+        if len(low) < 2 or " ".join(low[1:3]) in _COGNITIVE or low[1] in _COGNITIVE:
+            return None
+        text = " ".join(words[1:])
+    return text
+
+
+def clean_object(
+    raw: str,
+    policy: str,
+    max_words: int,
+    split_and: bool,
+    reject: frozenset[str],
+    strip_possessive: bool = False,
+) -> tuple[str, ...] | None:
+    """The cleaned object(s) of a captured group, or None when nothing clean remains."""
+    if policy == "date":
+        text = " ".join(raw.split()).strip(" .,!?;:")
+        return (text,) if text else None
+    cut = _HARD_CUT.search(raw)
+    raw = raw[: cut.start()] if cut else raw
+    if policy == "proper":
+        # "a small town in Maine": the place is the proper name after "in"
+        lead = _PROPER_AFTER_IN.match(raw)
+        raw = raw[lead.end() :] if lead else raw
+    entity = policy in ("entity", "proper")
+    words = _cut_words(raw.split(), entity, split_and)
+    words = _trim(words, entity, articles=policy != "phrase")
+    if strip_possessive and len(words) > 1 and words[0].lower() in ("my", "our"):
+        words = words[1:]
+    if not words:
+        return None
+    phrase = " ".join(words)
+    parts = [phrase]
+    if split_and and phrase.lower() not in _COMPOUNDS:
+        parts = [p for p in _AND_SPLIT.split(phrase) if p]
+        parts = [" ".join(_trim(p.split(), entity, policy != "phrase")) for p in parts]
+    cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
+    return tuple(dict.fromkeys(cleaned)) or None
+
+
+def clean_name(raw: str) -> str | None:
+    """A person or pet name: capitalised words up to the first non-name word."""
+    kept: list[str] = []
+    for word in raw.split():
+        if word.lower().strip("'’") in NAME_STOP:
+            break
+        kept.append(word)
+    name = " ".join(kept)
+    return name if len(name) > 1 and check_subject(name) is None else None
+
+
+def clean_remembered(text: str) -> str | None:
+    """The free fact of an explicit "remember that ..." request, or None if too short/long."""
+    body = " ".join(text.split()).strip(" .,!;:")
+    body = re.sub(r"(?:,?\s*(?:please|thanks|thank\s+you|ok|okay))+$", "", body, flags=re.I)
+    body = body.removeprefix("that ").strip(" .,!?;:")
+    if len(body.split()) < 2 or len(body) > MAX_REMEMBER_CHARS:
+        return None
+    return body

@@ -1,0 +1,286 @@
+"""What the post-turn actors call. Each function is idempotent: its ``applied_jobs`` key is
+written in the same transaction as its effect, so a redelivered message changes nothing.
+
+- ``record_turn_and_episode`` — the raw turn and its episode (+ FTS, vector, outbox);
+- ``extract_and_apply`` — run an extractor on a recorded turn, apply the beliefs;
+- ``anchor_turn`` — the ego anchors of the turn's subjects (already done at write time; the
+  job is a cheap, idempotent re-check);
+- ``micro_consolidate`` — fold duplicate working episodes, re-resolve the touched subjects'
+  slots, recount their entities;
+- ``process_turn`` / ``process_turns`` — all of it for one turn or a batch, embedding first
+  and then writing in one short transaction (what the benchmark and the demo use).
+
+Each returns ids, counts and action names for the worker's audit row; never memory text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_core import counts, episodes
+from memory_core.beliefs import Checked, apply_in_tx, predicted_texts
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import atomic
+from memory_core.db.stores import Database
+from memory_core.ego_anchor import anchor_text, sync_anchor
+from memory_core.entities import HUB
+from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.extractor_api import Extractor, candidates_for, default_extractor, extractor_name
+from memory_core.slots import resolve
+from memory_core.tenants import require_tenant
+from memory_core.turns import (
+    DEFAULT_MAX_TURN_CHARS,
+    CheckedTurn,
+    TurnInput,
+    check_turn,
+    get_turn,
+    insert_turn,
+)
+from memory_core.vectors import VectorIndex
+from memory_core.write_tx import Embeds, WriteTx
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    tenant: str
+    turn_uid: str
+    turn_id: int
+    session_id: str
+    episode_id: int
+    episode_uid: str
+    created: bool  # False when the turn was already recorded (a redelivery)
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    record: TurnRecord
+    belief_ids: list[int]
+    actions: dict[str, int] = field(default_factory=dict)
+
+
+def _key(kind: str, tenant: str, turn_uid: str, extra: str = "") -> str:
+    return f"{kind}:{tenant}:{turn_uid}" + (f":{extra}" if extra else "")
+
+
+def _claim(conn: Any, key: str, now: str) -> bool:
+    """Write the idempotency key; False when it was already there."""
+    cur = conn.execute("INSERT OR IGNORE INTO applied_jobs (key, applied_at) VALUES (?, ?)",
+                       (key, now))
+    return cur.rowcount == 1
+
+
+def _as_turn(turn: TurnInput | Mapping[str, Any]) -> TurnInput:
+    return turn if isinstance(turn, TurnInput) else TurnInput.from_dict(turn)
+
+
+def _record(tx: WriteTx, t: CheckedTurn) -> TurnRecord:
+    turn_id, created = insert_turn(tx.conn, t)
+    _claim(tx.conn, _key("record_turn", t.tenant, t.turn_uid), tx.now)
+    episode_id, ep_uid, _ = episodes.add_turn_episode(
+        tx, turn_id, t.turn_uid, t.session_id, t.speaker, t.text, t.occurred_at)
+    return TurnRecord(t.tenant, t.turn_uid, turn_id, t.session_id, episode_id, ep_uid, created)
+
+
+def _turn_ids(conn: Any, tenant: str, turn_uid: str) -> list[int]:
+    rows = conn.execute("SELECT id FROM beliefs WHERE tenant = ? AND turn_uid = ? ORDER BY id",
+                        (tenant, turn_uid)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _apply(tx: WriteTx, turn_id: int, t: CheckedTurn, checked: list[Checked],
+           rejected: int, name: str) -> list[int]:
+    if not _claim(tx.conn, _key("extract", t.tenant, t.turn_uid, name), tx.now):
+        return _turn_ids(tx.conn, t.tenant, t.turn_uid)
+    if rejected:
+        tx.conn.execute(
+            "INSERT INTO hygiene_rejections (tenant, reason, count, last_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (tenant, reason) DO UPDATE SET count = count + excluded.count, "
+            "last_at = excluded.last_at", (t.tenant, "invalid_candidate", rejected, tx.now))
+    ids: list[int] = []
+    for c in checked:
+        outcome = apply_in_tx(tx, c, t.speaker)
+        if outcome.belief_id is not None and outcome.belief_id not in ids:
+            ids.append(outcome.belief_id)
+    if ids:
+        episodes.note_beliefs(tx, turn_id, t.text)
+    return ids
+
+
+def _prepare(conn: Any, index: VectorIndex, work: Iterable[tuple[CheckedTurn, list[Checked]]],
+             ) -> Embeds:
+    embeds = Embeds(index)
+    texts: list[str] = []
+    for t, checked in work:
+        texts.append(episodes.episode_text(t.speaker, t.text))
+        for c in checked:
+            texts.extend(predicted_texts(conn, t.tenant, c, t.speaker))
+    embeds.prepare(texts)
+    return embeds
+
+
+def record_turn_and_episode(state_db: Database, index: VectorIndex,
+                            turn: TurnInput | Mapping[str, Any], *,
+                            max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> TurnRecord:
+    """Record the raw turn and its episode in one transaction (idempotent on turn_uid)."""
+    conn = state_db.conn
+    t = check_turn(_as_turn(turn), max_turn_chars)
+    require_tenant(conn, t.tenant)
+    embeds = _prepare(conn, index, [(t, [])])
+    with atomic(conn):
+        index.ensure(conn)
+        tx = WriteTx(conn, index, t.tenant, to_db(utcnow()), embeds)
+        record = _record(tx, t)
+        tx.flush()
+    return record
+
+
+def _recorded(conn: Any, tenant: str, turn_uid: str) -> tuple[int, CheckedTurn]:
+    row = get_turn(conn, tenant, turn_uid)
+    if row is None:
+        raise NotFoundError(f"turn {turn_uid!r} is not recorded in tenant {tenant!r}: record "
+                            "it first (record_turn job)")
+    return row.id, CheckedTurn(tenant, row.session_id, row.turn_uid, row.speaker, row.text,
+                               to_db(row.occurred_at), row.index)
+
+
+def extract_and_apply(state_db: Database, index: VectorIndex, tenant: str, turn_uid: str,
+                      extractor: Extractor | None = None) -> list[int]:
+    """Extract beliefs from a recorded turn and apply them; returns the belief ids.
+
+    Idempotent per (turn, extractor). Raises NotFoundError when the turn is not recorded.
+    """
+    conn = state_db.conn
+    require_tenant(conn, tenant)
+    turn_id, t = _recorded(conn, tenant, turn_uid)
+    checked, rejected = candidates_for(extractor, t)
+    embeds = _prepare(conn, index, [(t, checked)])
+    with atomic(conn):
+        index.ensure(conn)
+        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+        ids = _apply(tx, turn_id, t, checked, rejected,
+                     extractor_name(extractor or default_extractor()))
+        tx.flush()
+    return ids
+
+
+def _subjects_of_turn(conn: Any, tenant: str, turn_uid: str) -> list[str]:
+    rows = conn.execute("SELECT DISTINCT subject_id FROM beliefs WHERE tenant = ? AND "
+                        "turn_uid = ?", (tenant, turn_uid)).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def anchor_turn(state_db: Database, index: VectorIndex, tenant: str, turn_uid: str,
+                subject_ids: Sequence[str] | None = None) -> dict[str, int]:
+    """Re-check the ego anchors of a turn's subjects; ``{"added": n, "removed": n, ...}``."""
+    conn = state_db.conn
+    require_tenant(conn, tenant)
+    subjects = sorted(set(subject_ids) if subject_ids is not None
+                      else _subjects_of_turn(conn, tenant, turn_uid))
+    embeds = Embeds(index)
+    known = {r[0] for r in conn.execute("SELECT entity_id FROM entities WHERE tenant = ?",
+                                        (tenant,))}
+    subjects = [s for s in subjects if s in known and s != HUB]
+    embeds.prepare(anchor_text(conn, tenant, s) for s in subjects)
+    with atomic(conn):
+        index.ensure(conn)
+        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+        actions = [sync_anchor(tx, s) for s in subjects]
+        tx.flush()
+    return {a: actions.count(a) for a in ("added", "removed", "moved")}
+
+
+@dataclass(frozen=True)
+class ConsolidationReport:
+    tenant: str
+    session_id: str
+    episodes_merged: int
+    slots_resolved: int
+    beliefs_changed: int
+    counts_fixed: int
+
+
+def _slots(conn: Any, tenant: str, subjects: Sequence[str]) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    for subject in subjects:
+        rows = conn.execute("SELECT DISTINCT predicate, object_norm FROM beliefs WHERE "
+                            "tenant = ? AND subject_id = ? ORDER BY 1, 2", (tenant, subject))
+        out.extend((subject, p, o) for p, o in rows)
+    return out
+
+
+def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, session_id: str,
+                      subject_ids: Sequence[str] | None = None,
+                      turn_uid: str | None = None) -> ConsolidationReport:
+    """Fold near-duplicate working episodes of the session, re-resolve the touched subjects'
+    belief slots and recount their entities. Naturally idempotent (a rerun finds nothing)."""
+    conn = state_db.conn
+    require_tenant(conn, tenant)
+    if subject_ids is None:
+        subject_ids = _subjects_of_turn(conn, tenant, turn_uid) if turn_uid else []
+    subjects = sorted(set(subject_ids))
+    with atomic(conn):
+        index.ensure(conn)
+        tx = WriteTx(conn, index, tenant, to_db(utcnow()), Embeds(index))
+        merged = episodes.merge_duplicates(tx, session_id)
+        slots = _slots(conn, tenant, subjects)
+        for subject, predicate, object_norm in slots:
+            resolve(tx, subject, predicate, object_norm)
+        changed = len(tx.outbox) - 2 * merged
+        tx.flush()
+        touched = set(subjects) | {HUB} | {r[0] for r in conn.execute(
+            "SELECT DISTINCT object_entity_id FROM beliefs WHERE tenant = ? AND subject_id IN "
+            f"({','.join('?' * len(subjects))}) AND object_entity_id IS NOT NULL",
+            (tenant, *subjects))}
+        fixed = counts.recount(conn, tenant, touched)
+    return ConsolidationReport(tenant, session_id, merged, len(slots), max(changed, 0), fixed)
+
+
+def _check_batch(conn: Any, turns: Sequence[TurnInput | Mapping[str, Any]],
+                 max_turn_chars: int) -> list[CheckedTurn]:
+    if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
+        raise InvalidInputError("turns must be a list of TurnInput")
+    checked = [check_turn(_as_turn(t), max_turn_chars) for t in turns]
+    for tenant in sorted({t.tenant for t in checked}):
+        require_tenant(conn, tenant)
+    return checked
+
+
+def process_turns(state_db: Database, index: VectorIndex,
+                  turns: Sequence[TurnInput | Mapping[str, Any]], *,
+                  extractor: Extractor | None = None,
+                  max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> list[TurnOutcome]:
+    """Record, extract and apply a batch of turns in one transaction (idempotent per turn).
+
+    Every input is checked before anything is written: one bad turn refuses the batch.
+    """
+    conn = state_db.conn
+    checked_turns = _check_batch(conn, turns, max_turn_chars)
+    name = extractor_name(extractor or default_extractor())
+    work = [(t, *candidates_for(extractor, t)) for t in checked_turns]
+    embeds = _prepare(conn, index, [(t, c) for t, c, _ in work])
+    outcomes: list[TurnOutcome] = []
+    with atomic(conn):
+        index.ensure(conn)
+        now = to_db(utcnow())
+        txs: dict[str, WriteTx] = {}
+        for t, checked, rejected in work:
+            tx = txs.setdefault(t.tenant, WriteTx(conn, index, t.tenant, now, embeds))
+            before = dict(tx.actions)
+            record = _record(tx, t)
+            ids = _apply(tx, record.turn_id, t, checked, rejected, name)
+            delta = {k: v - before.get(k, 0) for k, v in tx.actions.items() if v != before.get(k)}
+            outcomes.append(TurnOutcome(record, ids, delta))
+        for tx in txs.values():
+            tx.flush()
+    return outcomes
+
+
+def process_turn(state_db: Database, index: VectorIndex, turn: TurnInput | Mapping[str, Any],
+                 *, extractor: Extractor | None = None,
+                 max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> TurnOutcome:
+    """``process_turns`` for one turn."""
+    return process_turns(state_db, index, [turn], extractor=extractor,
+                         max_turn_chars=max_turn_chars)[0]
+

@@ -1,0 +1,111 @@
+"""The predicate vocabulary: every belief's predicate is one of these names.
+
+A predicate is *functional* when a subject holds at most one active value at any world time
+(``lives_in``, ``works_at``, ``name_is``): a newer belief closes the older one. Non-functional
+predicates (``likes``, ``has_child``) accumulate. ``object_kind`` tells the writer whether the
+object should become an entity (a node of the ego graph), stay a literal, or is a date.
+
+Conventions that are not obvious from the names:
+
+- ``favorite`` objects are ``"<category>: <value>"`` (``"food: sushi"``), one predicate
+  instead of one per category; it is non-functional because categories differ.
+- Event predicates (``moved_to``, ``visited``, ``attended``, ``bought``, ``decided``) put the
+  date of the event in ``valid_from`` and stay valid afterwards: the event remains true.
+- Plans and commitments (``plans_to``, ``committed_to``) put the target date or deadline in
+  ``valid_to``: after it the plan is no longer current (``commitment_gc`` expires them).
+- ``related_to`` is the ego-anchor edge (``user -related_to-> subject``) the writer adds when a
+  subject does not otherwise reach the hub; extractors do not emit it.
+- ``remembers`` holds a free fact the user explicitly asked to keep ("remember that ...").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from memory_core.errors import UnknownPredicateError
+
+ObjectKind = Literal["entity", "literal", "date"]
+
+
+@dataclass(frozen=True)
+class PredicateSpec:
+    name: str
+    functional: bool
+    object_kind: ObjectKind
+    description: str
+
+
+_SPECS: tuple[PredicateSpec, ...] = (
+    # identity
+    PredicateSpec("name_is", True, "literal", "the subject's name"),
+    PredicateSpec("preferred_name_is", True, "literal", "how the subject wants to be called"),
+    PredicateSpec("age_is", True, "literal", "age in years, as a number"),
+    PredicateSpec("born_on", True, "date", "birth date, birthday or birth year as stated"),
+    PredicateSpec("gender_identity_is", True, "literal", "gender identity, e.g. trans woman"),
+    PredicateSpec("pronouns_are", True, "literal", "pronouns, e.g. they/them"),
+    PredicateSpec("nationality_is", False, "literal", "a nationality (dual ones accumulate)"),
+    PredicateSpec("speaks", False, "literal", "a language the subject speaks"),
+    # location
+    PredicateSpec("lives_in", True, "entity", "current place of residence"),
+    PredicateSpec("comes_from", False, "entity", "place of origin or where they grew up"),
+    PredicateSpec("born_in", True, "entity", "place of birth"),
+    PredicateSpec("moved_to", False, "entity", "event: moved to a place (valid_from = move)"),
+    PredicateSpec("visited", False, "entity", "event: visited or travelled to a place"),
+    # work and education
+    PredicateSpec("works_at", True, "entity", "current employer or workplace"),
+    PredicateSpec("job_title_is", True, "literal", "current occupation or role"),
+    PredicateSpec("works_on", False, "entity", "a project the subject is working on"),
+    PredicateSpec("studies_at", False, "entity", "school or university attended now"),
+    PredicateSpec("studies", False, "literal", "field of study"),
+    PredicateSpec("graduated_from", False, "entity", "event: graduated from a school"),
+    PredicateSpec("learning", False, "literal", "a skill or language being learned"),
+    # preferences
+    PredicateSpec("likes", False, "entity", "something the subject likes, loves or enjoys"),
+    PredicateSpec("dislikes", False, "entity", "something the subject dislikes"),
+    PredicateSpec("prefers", False, "literal", "a preference, e.g. tea over coffee"),
+    PredicateSpec("favorite", False, "literal", "a favorite, as '<category>: <value>'"),
+    # relationships
+    PredicateSpec("married_to", True, "entity", "spouse"),
+    PredicateSpec("has_partner", False, "entity", "partner, girlfriend, boyfriend, fiance(e)"),
+    PredicateSpec("has_sibling", False, "entity", "a sister or brother"),
+    PredicateSpec("has_child", False, "entity", "a son, daughter or child"),
+    PredicateSpec("has_parent", False, "entity", "a mother or father"),
+    PredicateSpec("has_relative", False, "entity", "extended family: cousin, aunt, ..."),
+    PredicateSpec("child_count_is", True, "literal", "number of children, as a number"),
+    PredicateSpec("friend_of", False, "entity", "a friend"),
+    PredicateSpec("colleague_of", False, "entity", "a coworker, boss or teammate"),
+    PredicateSpec("related_to", False, "entity", "ego-anchor edge from the hub (writer only)"),
+    # possessions
+    PredicateSpec("has_pet", False, "entity", "a pet, by name when known"),
+    PredicateSpec("owns", False, "entity", "a possession: car, house, instrument"),
+    PredicateSpec("bought", False, "entity", "event: bought something (valid_from = purchase)"),
+    PredicateSpec("is_a", False, "literal", "the kind of an entity, e.g. Max is_a dog"),
+    # plans, commitments, decisions, events
+    PredicateSpec("plans_to", False, "literal", "a plan; valid_to = its target date"),
+    PredicateSpec("committed_to", False, "literal", "a promise or obligation; valid_to = due"),
+    PredicateSpec("decided", False, "literal", "event: a decision taken"),
+    PredicateSpec("attended", False, "entity", "event: attended a gathering or event"),
+    # explicit free facts
+    PredicateSpec("remembers", False, "literal", "a fact the user explicitly asked to keep"),
+)
+
+PREDICATES: Mapping[str, PredicateSpec] = MappingProxyType({s.name: s for s in _SPECS})
+
+
+def get_predicate(name: str) -> PredicateSpec:
+    """The spec for ``name``; raises UnknownPredicateError naming the valid choices."""
+    try:
+        return PREDICATES[name]
+    except (KeyError, TypeError):
+        choices = ", ".join(PREDICATES)
+        raise UnknownPredicateError(
+            f"unknown predicate {name!r}: use one of {choices} (see memory_core/predicates.py)"
+        ) from None
+
+
+def is_functional(name: str) -> bool:
+    """Whether ``name`` allows at most one active value per subject (raises if unknown)."""
+    return get_predicate(name).functional

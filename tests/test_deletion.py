@@ -1,0 +1,93 @@
+"""Verified deletion: no byte of the deleted text left in any table; a digest-only tombstone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from memory_core import counts
+from memory_core.beliefs import BeliefInput, mutate_belief
+from memory_core.deletion import delete_memory, digest
+from memory_core.errors import DeletionNotConfirmedError, NotFoundError
+from memory_core.pipeline import process_turns
+from memory_core.turns import TurnInput
+from tests.helpers.memory import day, make_store, row_counts, scan_for
+
+SECRET = "Zorblaxian quinceberry marmalade"
+
+
+def extractor(turn):
+    if "love" in turn.text:
+        return [SimpleNamespace(subject="@speaker", predicate="likes",
+                                object=turn.text.split("love ", 1)[1].rstrip("."))]
+    return []
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = make_store(tmp_path / "data")
+    turns = [TurnInput("t1", "s1", f"u{i}", "user", text, day(i))
+             for i, text in enumerate(["Hello there, nice weather.", f"I love {SECRET}.",
+                                       "I love Jazz.", "Bye for now."])]
+    process_turns(s.db, s.index, turns, extractor=extractor)
+    yield s
+    s.db.close()
+
+
+def test_deleting_a_turn_leaves_no_byte_of_it(store) -> None:
+    assert scan_for(store.conn, b"Zorblaxian")  # it is there before
+    report = delete_memory(store.conn, store.index, "t1", "turn", "u1")
+    assert report.deleted == {"turns": 1, "episodes": 1, "beliefs": 1, "entities": 1}
+    for needle in (SECRET.encode(), b"zorblaxian", b"quinceberry", b"marmalade"):
+        assert scan_for(store.conn, needle) == [], needle
+    tombs = store.conn.execute("SELECT kind, digest, reason FROM tombstones").fetchall()
+    assert {t[0] for t in tombs} == {"turn", "episode", "belief"}
+    assert all(len(t[1]) == 64 and int(t[1], 16) >= 0 for t in tombs)
+    turn_tomb = next(t for t in tombs if t[0] == "turn")
+    assert turn_tomb[1] == digest("turn", "u1", f"I love {SECRET}.")
+    assert counts.count_drift(store.conn, "t1") == {}
+    # the rest is untouched
+    assert store.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 3
+    assert scan_for(store.conn, b"Jazz")
+
+
+def test_deleting_a_belief_reopens_nothing_it_should_not(store) -> None:
+    uid = store.conn.execute("SELECT belief_uid FROM beliefs WHERE object_text = 'Jazz'"
+                             ).fetchone()[0]
+    delete_memory(store.conn, store.index, "t1", "belief", uid)
+    assert store.conn.execute("SELECT count(*) FROM beliefs WHERE object_text = 'Jazz'"
+                              ).fetchone()[0] == 0
+    assert store.conn.execute("SELECT count(*) FROM entities WHERE name = 'Jazz'"
+                              ).fetchone()[0] == 0
+    assert counts.count_drift(store.conn, "t1") == {}
+
+
+def test_deleting_the_active_value_reopens_the_older_one(tmp_path: Path) -> None:
+    s = make_store(tmp_path / "d")
+    for place, when in (("Berlin", 0), ("Munich", 5)):
+        out = mutate_belief(s.conn, s.index, "t1", BeliefInput("I", "lives_in", place, day(when)))
+    delete_memory(s.conn, s.index, "t1", "belief", out.belief_id)
+    assert s.conn.execute("SELECT object_text, status, valid_to FROM beliefs WHERE predicate = "
+                          "'lives_in'").fetchall() == [("Berlin", "active", None)]
+    s.db.close()
+
+
+def test_an_unconfirmed_vector_delete_deletes_nothing(store, monkeypatch) -> None:
+    before = row_counts(store.conn)
+    monkeypatch.setattr(type(store.index), "delete", lambda self, conn, base, ids: len(ids))
+    with pytest.raises(DeletionNotConfirmedError, match="nothing was deleted"):
+        delete_memory(store.conn, store.index, "t1", "turn", "u1")
+    assert row_counts(store.conn) == before
+    assert scan_for(store.conn, b"Zorblaxian")
+
+
+def test_unknown_refs_and_kinds(store) -> None:
+    with pytest.raises(NotFoundError):
+        delete_memory(store.conn, store.index, "t1", "turn", "nope")
+    with pytest.raises(Exception, match="kind must be"):
+        delete_memory(store.conn, store.index, "t1", "entity", "x")
+    with pytest.raises(NotFoundError):  # another tenant's row is not found
+        store.conn.execute("INSERT INTO tenants VALUES ('t2', '2024-01-01T00:00:00.000000Z')")
+        delete_memory(store.conn, store.index, "t2", "turn", "u1")

@@ -1,0 +1,365 @@
+"""The heuristic extractor: precision/recall on hand-written turns, rule families, robustness.
+
+The case file ``tests/data/extraction_cases.jsonl`` holds one turn per line: ``text``,
+``speaker``, ``occurred_at`` and ``expected``, a list of ``[subject, predicate, object]``
+with an optional fourth element ``{"valid_from": "YYYY-MM-DD", "valid_to": ...,
+"negated": true}``. Subjects are ``"@speaker"`` or a surface name. Objects match
+case-insensitively with whitespace collapsed and a leading article ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_core.errors import InvalidInputError
+from memory_core.extraction import CandidateBelief, TurnText, extract_heuristic
+from memory_core.hygiene import check_subject
+from memory_core.predicates import PREDICATES
+
+CASES_PATH = Path(__file__).parent / "data" / "extraction_cases.jsonl"
+MIN_PRECISION = 0.9
+MIN_RECALL = 0.6
+MIN_DATE_ACCURACY = 0.9
+ANCHOR = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
+
+Key = tuple[str, str, str, bool]
+
+
+def _norm(text: str) -> str:
+    words = text.casefold().replace("’", "'").strip(" .,!?").split()
+    if len(words) > 1 and words[0] in ("a", "an", "the"):
+        words = words[1:]
+    return " ".join(words)
+
+
+def _key(subject: str, predicate: str, obj: str, negated: bool) -> Key:
+    return (_norm(subject), predicate, _norm(obj), negated)
+
+
+def _load_cases() -> list[dict]:
+    with CASES_PATH.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _turn(text: str, when: datetime = ANCHOR, speaker: str = "user") -> TurnText:
+    return TurnText(text=text, speaker=speaker, occurred_at=when)
+
+
+def _triples(text: str, when: datetime = ANCHOR) -> set[tuple[str, str, str]]:
+    return {(c.subject, c.predicate, _norm(c.object)) for c in extract_heuristic(_turn(text, when))}
+
+
+@dataclass(frozen=True)
+class Score:
+    true_pos: int
+    false_pos: int
+    false_neg: int
+    dates_checked: int
+    dates_right: int
+    errors: tuple[str, ...]
+
+    @property
+    def precision(self) -> float:
+        return self.true_pos / max(1, self.true_pos + self.false_pos)
+
+    @property
+    def recall(self) -> float:
+        return self.true_pos / max(1, self.true_pos + self.false_neg)
+
+    @property
+    def date_accuracy(self) -> float:
+        return self.dates_right / max(1, self.dates_checked)
+
+    def summary(self) -> str:
+        return (
+            f"extraction: precision={self.precision:.3f} recall={self.recall:.3f} "
+            f"(tp={self.true_pos} fp={self.false_pos} fn={self.false_neg}); "
+            f"dates {self.dates_right}/{self.dates_checked}"
+        )
+
+
+def _day(value: datetime | None) -> str | None:
+    return value.date().isoformat() if value else None
+
+
+def _score_case(case: dict) -> tuple[int, int, int, int, int, list[str]]:
+    when = datetime.fromisoformat(case["occurred_at"].replace("Z", "+00:00"))
+    got: dict[Key, CandidateBelief] = {}
+    for cand in extract_heuristic(_turn(case["text"], when, case["speaker"])):
+        got[_key(cand.subject, cand.predicate, cand.object, cand.negated)] = cand
+    expected: dict[Key, dict] = {}
+    for item in case["expected"]:
+        extra = item[3] if len(item) > 3 else {}
+        expected[_key(item[0], item[1], item[2], bool(extra.get("negated")))] = extra
+    tp = len(got.keys() & expected.keys())
+    errors = [f"#{case['id']} FP {k}" for k in got.keys() - expected.keys()]
+    errors += [f"#{case['id']} FN {k}" for k in expected.keys() - got.keys()]
+    checked = right = 0
+    for key in got.keys() & expected.keys():
+        for field in ("valid_from", "valid_to"):
+            if field in expected[key]:
+                checked += 1
+                actual = _day(getattr(got[key], field))
+                if actual == expected[key][field]:
+                    right += 1
+                else:
+                    errors.append(f"#{case['id']} {field} {key}: {actual}")
+    return tp, len(got) - tp, len(expected) - tp, checked, right, errors
+
+
+@pytest.fixture(scope="module")
+def score() -> Score:
+    totals = [0, 0, 0, 0, 0]
+    errors: list[str] = []
+    for case in _load_cases():
+        *counts, case_errors = _score_case(case)
+        totals = [a + b for a, b in zip(totals, counts, strict=True)]
+        errors += case_errors
+    return Score(*totals, errors=tuple(errors))
+
+
+def _report(request: pytest.FixtureRequest, line: str) -> None:
+    """Print past output capture, so a plain ``pytest -q`` run shows the figures."""
+    plugins = request.config.pluginmanager
+    reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.ensure_newline()
+        reporter.write_line(line)
+
+
+def test_case_file_is_big_and_varied() -> None:
+    cases = _load_cases()
+    assert len(cases) >= 80
+    assert sum(1 for c in cases if not c["expected"]) >= 20
+    for case in cases:
+        for item in case["expected"]:
+            assert item[1] in PREDICATES, item
+        datetime.fromisoformat(case["occurred_at"].replace("Z", "+00:00"))
+
+
+def test_precision_and_recall_on_case_file(score: Score, request: pytest.FixtureRequest) -> None:
+    _report(request, score.summary())
+    detail = score.summary() + "\n" + "\n".join(score.errors)
+    assert score.precision >= MIN_PRECISION, detail
+    assert score.recall >= MIN_RECALL, detail
+
+
+def test_dates_of_matched_beliefs(score: Score) -> None:
+    assert score.dates_checked >= 20
+    assert score.date_accuracy >= MIN_DATE_ACCURACY, score.summary() + "\n" + "\n".join(
+        e for e in score.errors if "valid_" in e
+    )
+
+
+# --- rule families: each row is (text, triples that must all be present) -------------------
+S = "@speaker"
+FAMILIES = {
+    "identity": [
+        ("My name is Priya Patel.", {(S, "name_is", "priya patel")}),
+        ("You can call me Jo.", {(S, "preferred_name_is", "jo")}),
+        ("I'm 41 years old.", {(S, "age_is", "41")}),
+        ("I identify as non-binary.", {(S, "gender_identity_is", "non-binary")}),
+        ("I'm Italian by birth.", {(S, "nationality_is", "italian")}),
+        ("My first language is Tagalog.", {(S, "speaks", "tagalog")}),
+        ("My birthday is May 5.", {(S, "born_on", "may 5")}),
+    ],
+    "location": [
+        ("I live in Lyon.", {(S, "lives_in", "lyon")}),
+        ("We live in a small town in Maine.", {(S, "lives_in", "maine")}),
+        ("I'm from Osaka.", {(S, "comes_from", "osaka")}),
+        ("I was born in Cork.", {(S, "born_in", "cork")}),
+        ("I moved to Austin in 2021.", {(S, "lives_in", "austin"), (S, "moved_to", "austin")}),
+        ("I visited Prague last spring.", {(S, "visited", "prague")}),
+    ],
+    "work": [
+        ("I work for Acme Corp.", {(S, "works_at", "acme corp")}),
+        ("I'm a registered nurse.", {(S, "job_title_is", "registered nurse")}),
+        ("I'm working at the design team at Figma.", {(S, "works_at", "figma")}),
+        ("I study at Oxford.", {(S, "studies_at", "oxford")}),
+        ("I'm majoring in biology.", {(S, "studies", "biology")}),
+    ],
+    "preferences": [
+        ("I love sushi.", {(S, "likes", "sushi")}),
+        ("I enjoy gardening and knitting.", {(S, "likes", "gardening"), (S, "likes", "knitting")}),
+        ("I hate traffic.", {(S, "dislikes", "traffic")}),
+        ("I prefer trains to planes.", {(S, "prefers", "trains to planes")}),
+        ("My favorite color is green.", {(S, "favorite", "color: green")}),
+    ],
+    "relationships": [
+        ("My sister Anna is visiting.", {(S, "has_sibling", "anna")}),
+        ("My wife Jen is amazing.", {(S, "married_to", "jen")}),
+        ("I have two kids.", {(S, "child_count_is", "2")}),
+        ("Melanie is my friend.", {(S, "friend_of", "melanie")}),
+        ("My coworker Raj sits next to me.", {(S, "colleague_of", "raj")}),
+        ("My mom Linda lives in Ohio.", {(S, "has_parent", "linda"), ("Linda", "lives_in", "ohio")}),
+    ],
+    "possessions": [
+        ("I have a dog named Max.", {(S, "has_pet", "max"), ("Max", "is_a", "dog")}),
+        ("My cat Whiskers is asleep.", {(S, "has_pet", "whiskers"), ("Whiskers", "is_a", "cat")}),
+        ("I own a Tesla.", {(S, "owns", "tesla")}),
+        ("I bought a kayak yesterday.", {(S, "bought", "kayak")}),
+    ],
+    "plans": [
+        ("I'm going to Paris next Friday.", {(S, "plans_to", "go to paris")}),
+        ("I will finish the deck tomorrow.", {(S, "plans_to", "finish the deck")}),
+        ("I promised to call Sam by Monday.", {(S, "committed_to", "call sam")}),
+        ("I'm planning to learn Rust.", {(S, "plans_to", "learn rust")}),
+    ],
+    "decisions_and_events": [
+        ("We decided to get a puppy.", {(S, "decided", "get a puppy")}),
+        ("I've decided to quit my job.", {(S, "decided", "quit my job")}),
+        ("I attended a conference in Berlin last week.", {(S, "attended", "conference")}),
+        ("I went to a concert yesterday.", {(S, "attended", "concert")}),
+    ],
+    "explicit": [
+        ("Remember that I'm allergic to shellfish.", {(S, "remembers", "i'm allergic to shellfish")}),
+        ("Please note: the spare key is under the mat.",
+         {(S, "remembers", "the spare key is under the mat")}),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [pytest.param(t, e, id=f"{family}-{i}") for family, rows in FAMILIES.items()
+     for i, (t, e) in enumerate(rows)],
+)
+def test_rule_families(text: str, expected: set[tuple[str, str, str]]) -> None:
+    got = {(s, p, o) for s, p, o in _triples(text)}
+    want = {(s, p, _norm(o)) for s, p, o in expected}
+    assert want <= got, f"missing {want - got}; got {got}"
+
+
+NOTHING = [
+    "Where do you live?",
+    "Do you think I should move to Berlin?",
+    "If I lived in Tokyo I'd eat ramen daily.",
+    "I would love to visit Peru.",
+    "Maybe I'll get a cat.",
+    "My brother said he lives in Rome.",
+    "Apparently I work at Google now, according to LinkedIn.",
+    'He goes "I live in Madrid" and walks off.',
+    "I've never lived in Paris.",
+    "I love it!",
+    "I love that you asked.",
+    "I like your style.",
+    "I'm going to be honest.",
+    "I'll be there tomorrow.",
+    "I'm 10 minutes late, sorry.",
+    "kazma_v2_4_0 lives in production.",
+    "react@18 works at runtime.",
+    "They live in Boston.",
+    "It works for me.",
+    "```\nI live in Paris\n```",
+    "x = call_me(Bob) -> I work at Acme",
+    "If I get the job, I'm moving to Boston next month.",
+]
+
+
+@pytest.mark.parametrize("text", NOTHING)
+def test_no_belief_from_questions_hypotheticals_reports_and_code(text: str) -> None:
+    assert extract_heuristic(_turn(text)) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "predicate", "obj"),
+    [
+        ("I don't live in Paris anymore.", "lives_in", "paris"),
+        ("I no longer work at IBM.", "works_at", "ibm"),
+        ("I moved out of Boston last year.", "lives_in", "boston"),
+        ("I broke up with Jake.", "has_partner", "jake"),
+        ("I'm no longer a teacher.", "job_title_is", "teacher"),
+    ],
+)
+def test_negations_close_instead_of_asserting(text: str, predicate: str, obj: str) -> None:
+    [cand] = [c for c in extract_heuristic(_turn(text)) if c.predicate == predicate]
+    assert cand.negated and _norm(cand.object) == obj and cand.valid_from is None
+
+
+def test_explicit_statements_are_user_explicit_and_confident() -> None:
+    [name] = extract_heuristic(_turn("My name is Ada."))
+    assert (name.source, name.predicate) == ("user_explicit", "name_is")
+    [plan] = extract_heuristic(_turn("Remember: I'm moving to Denver next month."))
+    assert (plan.source, plan.predicate) == ("user_explicit", "plans_to")
+    assert plan.confidence >= 0.9
+    [liking] = extract_heuristic(_turn("I love sushi."))
+    assert liking.source == "heuristic" and liking.confidence < plan.confidence
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "day"),
+    [
+        ("I moved to Austin last year.", "valid_from", date(2022, 1, 1)),
+        ("I adopted a cat named Luna two weeks ago.", "valid_from", date(2023, 4, 24)),
+        ("I went to a concert yesterday.", "valid_from", date(2023, 5, 7)),
+        ("I'm going to Paris next Friday.", "valid_to", date(2023, 5, 13)),
+        ("I promised to send it by Friday.", "valid_to", date(2023, 5, 13)),
+        ("I have to renew my passport before August.", "valid_to", date(2023, 8, 1)),
+    ],
+)
+def test_relative_dates_resolve_against_the_turn_time(text: str, field: str, day: date) -> None:
+    cands = [c for c in extract_heuristic(_turn(text)) if getattr(c, field) is not None]
+    assert cands, text
+    assert {getattr(c, field).date() for c in cands} == {day}
+
+
+def test_future_date_in_a_past_event_is_not_its_date() -> None:
+    [cand] = extract_heuristic(_turn("We decided to sell the house next spring."))
+    assert cand.valid_from is None
+
+
+def test_plan_without_a_date_is_not_a_plan() -> None:
+    assert extract_heuristic(_turn("I'm going to finish the report.")) == []
+
+
+def test_naive_turn_time_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="timezone-aware"):
+        extract_heuristic(TurnText("I live in Paris.", "user", datetime(2023, 5, 8)))
+
+
+def test_one_megabyte_input_finishes_quickly() -> None:
+    sentence = "I live in Boston and my sister Anna works at Google, we love hiking. "
+    for text in (sentence * 15_000, "I love " + "a " * 500_000, "`" * 1_000_000,
+                 "My friend " + "Anna " * 200_000, "\x00" * 1_000_000):  # fmt: skip
+        started = time.perf_counter()
+        extract_heuristic(_turn(text[:1_000_000]))
+        assert time.perf_counter() - started < 2.0
+
+
+# --- robustness ----------------------------------------------------------------------------
+_FRAGMENTS = [
+    "I live in ", "my sister ", "Anna", " named ", "I'm ", "a nurse", " at ", "Google", ", ",
+    "I love ", " and ", "I don't ", "remember that ", "next Friday", " last year", "?", ".",
+    "I'm going to ", "\x00", "😀", "İ", "ß", "\u202e", "```", '"', "kazma_v2_4_0", "react@18",
+    "My favorite ", " is ", "We decided to ", "I have a dog named ", "Max", "\n", "ǅ", "ﬁ",
+]
+_TEXTS = st.one_of(
+    st.text(max_size=2_000),
+    st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=20)), max_size=60).map("".join),
+    st.builds(lambda s, n: (s * n)[:100_000], st.text(min_size=1, max_size=300),
+              st.integers(1, 2_000)),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_TEXTS, speaker=st.text(max_size=20))
+def test_extractor_never_raises_and_emits_only_clean_rows(text: str, speaker: str) -> None:
+    for cand in extract_heuristic(TurnText(text, speaker, ANCHOR)):
+        assert cand.predicate in PREDICATES
+        assert check_subject(cand.subject) is None
+        assert cand.object and cand.object == cand.object.strip()
+        assert cand.source in ("heuristic", "user_explicit")
+        assert 0.0 <= cand.confidence <= 1.0
+        for when in (cand.valid_from, cand.valid_to):
+            assert when is None or when.utcoffset() is not None
