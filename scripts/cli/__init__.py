@@ -9,10 +9,15 @@ from __future__ import annotations
 from scripts.cli.app import main
 from scripts.cli.db import db
 from scripts.cli.memory import memory
+from scripts.cli.queue import queue
 from scripts.cli.tenant import tenant
+from scripts.cli.worker import up, worker
 
 main.add_command(db)
 main.add_command(memory)
+main.add_command(queue)
 main.add_command(tenant)
+main.add_command(up)
+main.add_command(worker)
 
 __all__ = ["main"]

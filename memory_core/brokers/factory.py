@@ -1,0 +1,106 @@
+"""Building a broker (workers, operators) or an enqueuer (the chat side) from Settings.
+
+``MNEMO_BROKER_URL`` unset or ``sqlite:///PATH`` selects the embedded broker (in
+``memory_ops.db`` unless PATH names another file: ``sqlite:///rel.db``,
+``sqlite:////abs/path.db``); ``redis://`` or ``rediss://`` selects Redis. Nothing connects at
+import; the embedded broker opens (and migrates) its file when built, Redis connects on the
+first command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from dramatiq import Broker, Message
+from dramatiq.middleware import Middleware
+
+from memory_core.settings import Settings
+
+
+class Enqueuer(Protocol):
+    """What the chat side sends through. ``send`` returns the message id.
+
+    Embedded: one INSERT (raises BrokerError if the file cannot be written). Redis: Redis or
+    the spool; never raises because Redis is down.
+    """
+
+    kind: str
+
+    def send(self, message: Message[Any]) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class BrokerEnqueuer:
+    """Sends straight to a broker (the embedded one: a local file cannot be "down")."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.kind = getattr(broker, "kind", type(broker).__name__)
+
+    def send(self, message: Message[Any]) -> str:
+        return str(self.broker.enqueue(message).message_id)
+
+    def close(self) -> None:
+        self.broker.close()
+
+
+def embedded_path(settings: Settings) -> Path:
+    """The embedded queue's file: ``sqlite:///PATH`` or else ``memory_ops.db``."""
+    url = settings.broker_url or ""
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return Path(url[len("sqlite:///"):]).expanduser()
+    return settings.ops_db_path
+
+
+def make_broker(settings: Settings, *, middleware: Sequence[Middleware] = (),
+                namespace: str = "mnemo", lease_seconds: float | None = None,
+                heartbeat_timeout_ms: int | None = None,
+                maintenance_interval_s: float | None = None) -> Any:
+    """The configured broker (``EmbeddedBroker`` or ``MnemoRedisBroker``) with ``middleware``.
+
+    Workers pass their middleware stack (``workers.middleware.worker_middleware()``);
+    operators and enqueue-only callers pass none. Raises StoreError when the embedded file
+    cannot be opened.
+    """
+    if settings.broker_kind == "embedded":
+        from memory_core.brokers.embedded import EmbeddedBroker
+
+        return EmbeddedBroker(
+            embedded_path(settings), middleware=list(middleware),
+            lease_seconds=lease_seconds or settings.queue_lease_seconds,
+            busy_timeout_ms=settings.busy_timeout_ms)
+    from memory_core.brokers import redis as redis_mod
+
+    return redis_mod.MnemoRedisBroker(
+        url=settings.broker_url, namespace=namespace, middleware=list(middleware),
+        heartbeat_timeout=heartbeat_timeout_ms or redis_mod.DEFAULT_HEARTBEAT_TIMEOUT_MS,
+        maintenance_interval_s=maintenance_interval_s
+        or redis_mod.DEFAULT_MAINTENANCE_INTERVAL_S)
+
+
+def make_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
+    """The chat side's sender. Redis: a short-timeout client (``MNEMO_REDIS_TIMEOUT_MS``)
+    with the spool in ``memory_ops.db`` behind it."""
+    if settings.broker_kind == "embedded":
+        return BrokerEnqueuer(make_broker(settings))
+    from memory_core.brokers.redis import MnemoRedisBroker, redis_client
+    from memory_core.brokers.spool import Spool, SpoolingEnqueuer
+    from memory_core.db.stores import open_ops
+
+    client = redis_client(str(settings.broker_url), timeout_ms=settings.redis_timeout_ms)
+    broker = MnemoRedisBroker(client=client, namespace=namespace, middleware=[])
+    return SpoolingEnqueuer(broker, Spool(open_ops(settings)))
+
+
+def make_relay(settings: Settings, broker: Any, holder: str, *,
+               interval_s: float = 1.0) -> Any:
+    """The spool relay thread for a Redis worker process (None for the embedded broker)."""
+    if settings.broker_kind != "redis":
+        return None
+    from memory_core.brokers.spool import Spool, SpoolRelay
+    from memory_core.db.stores import open_ops
+
+    return SpoolRelay(broker, Spool(open_ops(settings)), holder, interval_s=interval_s)

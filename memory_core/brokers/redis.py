@@ -1,0 +1,239 @@
+"""The Redis broker: Dramatiq's RedisBroker with bounded recovery and queue operations.
+
+Dramatiq's RedisBroker records each worker's heartbeat on every command and requeues the
+unacked messages of a worker silent for ``heartbeat_timeout`` — but only in a maintenance
+pass that runs by chance (``maintenance_chance`` per million commands) and only for the queue
+that command named. Here every consuming process also runs the pass on a timer for each
+declared queue and its delay queue, so a killed worker's messages come back within
+``heartbeat_timeout + maintenance_interval`` (15 s + 5 s by default). The timer's dispatch also
+refreshes this process's heartbeat, so a live worker busy with long tasks is never taken for
+dead.
+
+The chat side uses a client with short socket timeouts and no retries
+(``redis_client(url, timeout_ms)``), so an unreachable Redis fails fast and the message goes to
+the spool (``memory_core.brokers.spool``).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+import structlog
+from dramatiq import Message
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.common import current_millis, dq_name, xq_name
+from dramatiq.errors import DecodeError
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from memory_core.brokers.base import DeadLetter, QueueStats, fresh_retry_budget, stored_message
+
+log = structlog.get_logger("mnemo.queue")
+
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 15_000
+DEFAULT_MAINTENANCE_INTERVAL_S = 5.0
+
+
+# Workers and operators: fail within seconds, not the OS's minutes, when Redis is unreachable.
+WORKER_CONNECT_TIMEOUT_S = 5.0
+WORKER_SOCKET_TIMEOUT_S = 30.0
+
+
+def redis_client(url: str, *, timeout_ms: int | None = None) -> redis.Redis:
+    """A client for ``url``.
+
+    With ``timeout_ms`` (the chat side): connect and read time out then, and nothing is
+    retried, so a down Redis costs one failed attempt. Without: worker timeouts and redis-py's
+    default retries.
+    """
+    if timeout_ms is None:
+        return redis.Redis.from_url(url, socket_connect_timeout=WORKER_CONNECT_TIMEOUT_S,
+                                    socket_timeout=WORKER_SOCKET_TIMEOUT_S)
+    seconds = timeout_ms / 1000
+    return redis.Redis.from_url(url, socket_connect_timeout=seconds, socket_timeout=seconds,
+                                retry=Retry(NoBackoff(), 0))
+
+
+class MnemoRedisBroker(RedisBroker):
+    """RedisBroker + timer-driven maintenance + ``QueueAdmin``.
+
+    Nothing connects until the first command. ``consume()`` starts the maintenance thread;
+    ``close()`` stops it. Redis errors propagate as ``redis.RedisError`` (Dramatiq turns them
+    into ``ConnectionClosed`` in consumers).
+    """
+
+    kind = "redis"
+
+    def __init__(self, *, url: str | None = None, client: redis.Redis | None = None,
+                 namespace: str = "mnemo", middleware: list[Any] | None = None,
+                 heartbeat_timeout: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
+                 maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S,
+                 **kwargs: Any) -> None:
+        if client is None and url is not None:
+            client = redis_client(url)
+        super().__init__(client=client, namespace=namespace, middleware=middleware,
+                         heartbeat_timeout=heartbeat_timeout, **kwargs)
+        self.maintenance_interval_s = maintenance_interval_s
+        self._maintainer: _Maintainer | None = None
+        self._lock = threading.Lock()
+
+    def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
+        """RedisBroker.enqueue, storing no traceback (see ``stored_message``)."""
+        return super().enqueue(stored_message(message), delay=delay)
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
+        with self._lock:
+            if self._maintainer is None:
+                self._maintainer = _Maintainer(self)
+                self._maintainer.start()
+        return super().consume(queue_name, prefetch, timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            maintainer, self._maintainer = self._maintainer, None
+        if maintainer is not None:
+            maintainer.stop()
+        super().close()
+
+    def maintain(self) -> None:
+        """Run Dramatiq's maintenance pass now on every declared queue and delay queue.
+
+        Requeues the unacked messages of workers silent for ``heartbeat_timeout`` and drops
+        dead letters older than ``dead_message_ttl``. Idempotent.
+        """
+        script = self.scripts["dispatch"]
+        for queue in sorted(self.queues):
+            for name in (queue, dq_name(queue)):
+                script(keys=[self.namespace], args=[
+                    "qsize", current_millis(), name, self.broker_id, self.heartbeat_timeout,
+                    self.dead_message_ttl, 1, self._max_unpack_size(),
+                ])
+
+    # -- QueueAdmin -----------------------------------------------------------------------
+
+    def _key(self, name: str) -> str:
+        return f"{self.namespace}:{name}"
+
+    def queue_stats(self, queues: tuple[str, ...] = ()) -> list[QueueStats]:
+        """Counts per queue from Redis' lists, hashes and dead-letter sets."""
+        out = []
+        for queue in sorted(set(queues) | self.queues):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.llen(self._key(queue))
+            pipe.hlen(self._key(queue) + ".msgs")
+            pipe.hlen(self._key(dq_name(queue)) + ".msgs")
+            pipe.zcard(self._key(xq_name(queue)))
+            pipe.lindex(self._key(queue), 0)
+            ready, stored, delayed, dead, first = pipe.execute()
+            out.append(QueueStats(queue, int(ready), int(delayed),
+                                  max(0, int(stored) - int(ready)), int(dead),
+                                  self._age_of(queue, first)))
+        return out
+
+    def _age_of(self, queue: str, redis_id: bytes | None) -> float | None:
+        if redis_id is None:
+            return None
+        data = self.client.hget(self._key(queue) + ".msgs", redis_id)
+        if data is None:
+            return None
+        try:
+            stamp = Message.decode(data).message_timestamp
+        except DecodeError:
+            return None
+        return max(0.0, (current_millis() - stamp) / 1000)
+
+    def _dead_entries(self, queue: str) -> list[tuple[bytes, float, Message[Any] | None]]:
+        xq = self._key(xq_name(queue))
+        entries = self.client.zrange(xq, 0, -1, withscores=True)
+        if not entries:
+            return []
+        bodies = self.client.hmget(xq + ".msgs", [e[0] for e in entries])
+        out: list[tuple[bytes, float, Message[Any] | None]] = []
+        for (redis_id, score), body in zip(entries, bodies, strict=True):
+            try:
+                out.append((redis_id, score, Message.decode(body) if body else None))
+            except DecodeError:
+                out.append((redis_id, score, None))
+        return out
+
+    def dead_letters(self, queue: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Dead letters, oldest first; ids, actor and error type only."""
+        found = []
+        for name in [queue] if queue else sorted(self.queues):
+            for _, score, msg in self._dead_entries(name):
+                if msg is None:
+                    continue
+                found.append(DeadLetter(
+                    queue=name, message_id=msg.message_id, actor=msg.actor_name,
+                    retries=int(msg.options.get("retries", 0)),
+                    dead_at=datetime.fromtimestamp(score / 1000, UTC),
+                    last_error=msg.options.get("last_error")))
+        found.sort(key=lambda d: d.dead_at or datetime.min.replace(tzinfo=UTC))
+        return found[:limit]
+
+    def requeue_dead(self, queue: str | None = None,
+                     message_ids: tuple[str, ...] = ()) -> int:
+        """Enqueue dead letters again (fresh retry budget), then drop them from the DLQ.
+
+        At least once: a crash between the two steps leaves a copy in the DLQ as well.
+        """
+        wanted = set(message_ids)
+        count = 0
+        for name in [queue] if queue else sorted(self.queues):
+            xq = self._key(xq_name(name))
+            for redis_id, _, msg in self._dead_entries(name):
+                if msg is None or (wanted and msg.message_id not in wanted):
+                    continue
+                self.enqueue(fresh_retry_budget(msg))
+                self.client.zrem(xq, redis_id)
+                self.client.hdel(xq + ".msgs", redis_id)
+                count += 1
+        return count
+
+    def purge(self, queue: str | None = None, *, include_waiting: bool = False,
+              dry_run: bool = False) -> int:
+        """Delete dead letters (and waiting/delayed messages with ``include_waiting``)."""
+        count = 0
+        for name in [queue] if queue else sorted(self.queues):
+            xq = self._key(xq_name(name))
+            count += int(self.client.zcard(xq))
+            if not dry_run:
+                self.client.delete(xq, xq + ".msgs")
+            if include_waiting:
+                for waiting in (name, dq_name(name)):
+                    count += self._purge_waiting(self._key(waiting), dry_run)
+        return count
+
+    def _purge_waiting(self, key: str, dry_run: bool) -> int:
+        ids = self.client.lrange(key, 0, -1)
+        if ids and not dry_run:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.hdel(key + ".msgs", *ids)
+            pipe.execute()
+        return len(ids)
+
+
+class _Maintainer(threading.Thread):
+    """Runs ``broker.maintain()`` every ``maintenance_interval_s``."""
+
+    def __init__(self, broker: MnemoRedisBroker) -> None:
+        super().__init__(name="mnemo-redis-maintenance", daemon=True)
+        self.broker = broker
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.broker.maintain()
+            except redis.RedisError as e:
+                log.warning("redis_maintenance_failed", error=type(e).__name__)
+            if self.stopped.wait(self.broker.maintenance_interval_s):
+                return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)

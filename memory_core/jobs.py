@@ -1,0 +1,143 @@
+"""The job contract: every background job's actor name, queue, payload and policy, once.
+
+The chat process enqueues by name through ``build_message()`` and never imports ``workers/``;
+the workers declare one actor per job with ``Job.actor_options()``. A test checks that every
+job here has exactly one actor on the same queue, and every actor a job.
+
+Only jobs whose actors exist are declared: the eight schedule jobs (macro_sleep, backup,
+global_reconsolidation, commitment_gc, session_purge, daily_digest, firing_ledger,
+restore_drill, on queue ``maintenance``) are added by the schedules issue together with their
+actors, so the contract never names work that nothing can run.
+
+Policy, per job: ``max_retries`` then a dead letter; exponential backoff between
+``min_backoff_ms`` and ``max_backoff_ms`` (Dramatiq's Retries middleware); ``time_limit_ms``
+(TimeLimit); ``max_age_ms`` — stale low-value work ages out (acked and logged as skipped),
+``None`` means never (turns never age out); ``priority`` — lower runs first inside a worker.
+Messages carry ids and small values plus the turn itself, never derived text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from dramatiq import Message
+
+from memory_core.errors import InvalidInputError
+
+SECOND = 1000
+MINUTE = 60 * SECOND
+HOUR = 60 * MINUTE
+
+# A message carries ids, small values and at most one turn (at most MNEMO_MAX_TURN_CHARS, which
+# Dramatiq's JSON encoder may escape to 6 bytes a character). Anything bigger is a bug.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Job:
+    """One background job: its actor, queue, payload keys and retry/time/age policy."""
+
+    name: str  # the Dramatiq actor name
+    queue: str
+    params: tuple[str, ...]  # required keyword arguments
+    optional: tuple[str, ...] = ()
+    max_retries: int = 5
+    time_limit_ms: int = 60 * SECOND
+    min_backoff_ms: int = 1 * SECOND
+    max_backoff_ms: int = 5 * MINUTE
+    max_age_ms: int | None = None
+    priority: int = 0
+    doc: str = field(default="", compare=False)
+
+    def actor_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``dramatiq.actor`` (options the default middleware read)."""
+        options: dict[str, Any] = {
+            "actor_name": self.name,
+            "queue_name": self.queue,
+            "priority": self.priority,
+            "max_retries": self.max_retries,
+            "time_limit": self.time_limit_ms,
+            "min_backoff": self.min_backoff_ms,
+            "max_backoff": self.max_backoff_ms,
+        }
+        if self.max_age_ms is not None:
+            options["max_age"] = self.max_age_ms
+        return options
+
+
+_POST_TURN = (
+    Job("record_turn", "turns", ("tenant", "turn"), max_retries=10, time_limit_ms=60 * SECOND,
+        min_backoff_ms=1 * SECOND, max_backoff_ms=10 * MINUTE, priority=0,
+        doc="Record the raw turn and its working episode (idempotent on turn_uid)."),
+    Job("extract_beliefs", "turns", ("tenant", "turn_uid"), max_retries=10,
+        time_limit_ms=2 * MINUTE, min_backoff_ms=2 * SECOND, max_backoff_ms=10 * MINUTE,
+        priority=10, doc="Extract beliefs from a recorded turn and apply them."),
+    Job("ego_anchor", "turns", ("tenant", "turn_uid"), ("subject_ids",), max_retries=10,
+        time_limit_ms=60 * SECOND, min_backoff_ms=2 * SECOND, max_backoff_ms=10 * MINUTE,
+        priority=20, doc="Link the turn's subjects to the tenant's hub entity."),
+    Job("micro_consolidate", "consolidate", ("tenant", "session_id"),
+        ("turn_uid", "subject_ids"), max_retries=3, time_limit_ms=2 * MINUTE,
+        min_backoff_ms=5 * SECOND, max_backoff_ms=5 * MINUTE, max_age_ms=30 * MINUTE,
+        priority=50, doc="Merge near-duplicate working episodes, dedupe the touched "
+        "subjects' beliefs, refresh their counts. Ages out: macro_sleep catches up."),
+    Job("ship_changes", "mirrors", ("tenant",), max_retries=5, time_limit_ms=5 * MINUTE,
+        min_backoff_ms=5 * SECOND, max_backoff_ms=15 * MINUTE, max_age_ms=1 * HOUR,
+        priority=80, doc="Ship the change outbox to the configured mirrors (cursor-based: a "
+        "later run ships whatever an aged-out one did not)."),
+)
+
+JOBS: dict[str, Job] = {job.name: job for job in _POST_TURN}
+
+QUEUES: tuple[str, ...] = tuple(sorted({job.queue for job in JOBS.values()}))
+
+
+def get_job(name: str) -> Job:
+    """The job named ``name``; InvalidInputError listing the known jobs otherwise."""
+    try:
+        return JOBS[name]
+    except (KeyError, TypeError):
+        raise InvalidInputError(
+            f"unknown job {name!r}: the jobs are {', '.join(sorted(JOBS))}"
+        ) from None
+
+
+def check_payload(job: Job, kwargs: dict[str, Any]) -> None:
+    """Raise InvalidInputError when ``kwargs`` misses a required key or has an unknown one."""
+    missing = [p for p in job.params if p not in kwargs]
+    unknown = sorted(set(kwargs) - set(job.params) - set(job.optional))
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if unknown:
+            parts.append(f"unknown {', '.join(unknown)}")
+        allowed = ", ".join(job.params + tuple(f"[{o}]" for o in job.optional))
+        raise InvalidInputError(f"job {job.name}: {'; '.join(parts)}: it takes {allowed}")
+
+
+def build_message(job_name: str, **kwargs: Any) -> Message[Any]:
+    """A Dramatiq message for job ``job_name`` with keyword payload ``kwargs``.
+
+    Pure: builds plain data, touches no broker. The payload must be JSON values (str, int,
+    float, bool, None, lists, dicts) under MAX_MESSAGE_BYTES encoded. Raises
+    InvalidInputError naming the job and the problem (unknown job, missing or unknown key,
+    a value JSON cannot carry, an oversized message); the message never quotes the values.
+    """
+    job = get_job(job_name)
+    check_payload(job, kwargs)
+    try:
+        size = len(json.dumps(kwargs, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(
+            f"job {job.name}: the payload must be JSON values (str, int, float, bool, None, "
+            f"lists, dicts); got {type(e).__name__}: pass ids and ISO-8601 text instead"
+        ) from None
+    if size > MAX_MESSAGE_BYTES:
+        raise InvalidInputError(
+            f"job {job.name}: the payload is {size} bytes, over {MAX_MESSAGE_BYTES}: messages "
+            "carry ids and small values, not documents"
+        )
+    return Message(queue_name=job.queue, actor_name=job.name, args=(), kwargs=kwargs,
+                   options={})

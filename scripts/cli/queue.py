@@ -1,0 +1,188 @@
+"""``mnemo queue``: look into the task queue and act on its dead letters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any
+
+import click
+import redis
+
+from memory_core.brokers import make_broker
+from memory_core.errors import BrokerError
+from memory_core.jobs import QUEUES
+from memory_core.settings import redact_url
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+
+queue_option = click.option("--queue", "queue_name", metavar="NAME",
+                            help="Only this queue (default: all).")
+
+
+@contextmanager
+def _admin(obj: Ctx) -> Iterator[Any]:
+    """The configured broker, without middleware, with the contract's queues declared.
+
+    A Redis error becomes a BrokerError naming the (redacted) URL and the fix.
+    """
+    broker = make_broker(obj.settings)
+    try:
+        for name in QUEUES:
+            broker.declare_queue(name)
+        yield broker
+    except redis.RedisError as e:
+        raise BrokerError(
+            f"Redis at {redact_url(obj.settings.broker_url)} did not answer "
+            f"({type(e).__name__}): start it, or check MNEMO_BROKER_URL") from e
+    finally:
+        broker.close()
+
+
+def _spool_size(obj: Ctx) -> int | None:
+    if obj.settings.broker_kind != "redis":
+        return None
+    from memory_core.brokers.spool import Spool
+    from memory_core.db import open_ops
+
+    ops = open_ops(obj.settings)
+    try:
+        return Spool(ops).size()
+    finally:
+        ops.close()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+@click.group()
+def queue() -> None:
+    """The task queue: counts per queue, dead letters, requeue and purge.
+
+    Works on the configured broker (MNEMO_BROKER_URL: embedded by default, or Redis).
+
+    Example:
+
+        mnemo queue stats
+    """
+
+
+@queue.command()
+@json_option
+@click.pass_obj
+@handle_errors
+def stats(obj: Ctx, as_json: bool) -> None:
+    """Per queue: ready, delayed, in flight, dead, and the age of the oldest ready message.
+
+    On Redis it also shows how many messages wait in the local spool for Redis to answer.
+
+    Example:
+
+        mnemo queue stats --json
+    """
+    with _admin(obj) as broker:
+        rows = broker.queue_stats(QUEUES)
+        kind = broker.kind
+    spooled = _spool_size(obj)
+    if as_json:
+        emit_json({"broker": kind, "queues": [asdict(r) for r in rows], "spool": spooled})
+        return
+    click.echo(f"broker: {kind}")
+    emit_table(["queue", "ready", "delayed", "in flight", "dead", "oldest"],
+               [[r.queue, r.ready, r.delayed, r.in_flight, r.dead, _age(r.oldest_age_s)]
+                for r in rows])
+    if spooled is not None:
+        click.echo(f"spool: {spooled} message(s) waiting for Redis")
+
+
+@queue.command()
+@queue_option
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 100_000),
+              help="Most dead letters to list.")
+@json_option
+@click.pass_obj
+@handle_errors
+def dead(obj: Ctx, queue_name: str | None, limit: int, as_json: bool) -> None:
+    """List dead letters, oldest first: ids, actor, retries and the error type (no payload).
+
+    Example:
+
+        mnemo queue dead --queue turns
+    """
+    with _admin(obj) as broker:
+        letters = broker.dead_letters(queue_name, limit=limit)
+    if as_json:
+        emit_json([asdict(d) for d in letters])
+        return
+    if not letters:
+        click.echo("no dead letters")
+        return
+    emit_table(["queue", "message id", "actor", "retries", "dead at", "error"],
+               [[d.queue, d.message_id, d.actor, d.retries,
+                 d.dead_at.isoformat(timespec="seconds") if d.dead_at else "-",
+                 d.last_error or "-"] for d in letters])
+
+
+@queue.command()
+@queue_option
+@click.option("--message-id", "message_ids", multiple=True, metavar="ID",
+              help="Only this message (repeatable; default: every dead letter).")
+@json_option
+@click.pass_obj
+@handle_errors
+def requeue(obj: Ctx, queue_name: str | None, message_ids: tuple[str, ...],
+            as_json: bool) -> None:
+    """Put dead letters back on their queues with a fresh retry budget.
+
+    Safe to repeat: actors are idempotent, and a requeued message is no longer dead.
+
+    Example:
+
+        mnemo queue requeue --queue turns
+    """
+    with _admin(obj) as broker:
+        count = broker.requeue_dead(queue_name, message_ids)
+    if as_json:
+        emit_json({"requeued": count})
+    else:
+        click.echo(f"requeued {count} message(s)")
+
+
+@queue.command()
+@queue_option
+@click.option("--all", "include_waiting", is_flag=True,
+              help="Also drop messages waiting to run (ready or delayed), not only dead ones.")
+@click.option("--yes", is_flag=True, help="Confirm the deletion.")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@json_option
+@click.pass_obj
+@handle_errors
+def purge(obj: Ctx, queue_name: str | None, include_waiting: bool, yes: bool, dry_run: bool,
+          as_json: bool) -> None:
+    """Delete dead letters (with --all, waiting messages too). Needs --yes or --dry-run.
+
+    Messages in flight are never purged. Purging waiting turns loses them: prefer
+    `mnemo queue requeue` for dead letters you want to keep.
+
+    Example:
+
+        mnemo queue purge --queue consolidate --dry-run
+    """
+    if not yes and not dry_run:
+        raise click.ClickException(
+            "purge deletes messages: pass --yes to confirm, or --dry-run to count them first")
+    with _admin(obj) as broker:
+        count = broker.purge(queue_name, include_waiting=include_waiting, dry_run=dry_run)
+    if as_json:
+        emit_json({"purged": 0 if dry_run else count, "would_purge": count if dry_run else 0})
+    elif dry_run:
+        click.echo(f"would purge {count} message(s)")
+    else:
+        click.echo(f"purged {count} message(s)")

@@ -1,0 +1,66 @@
+"""``mnemo worker`` and ``mnemo up``: run the worker pool."""
+
+from __future__ import annotations
+
+import click
+
+from scripts.cli.app import Ctx, handle_errors, progress
+from workers.entry import DEFAULT_GRACE_S
+from workers.pool import run_pool
+
+processes_option = click.option(
+    "--processes", type=click.IntRange(1, 256), default=None,
+    help="Worker processes (default: MNEMO_WORKER_PROCESSES, 2).")
+threads_option = click.option(
+    "--threads", type=click.IntRange(1, 256), default=None,
+    help="Threads per process (default: MNEMO_WORKER_THREADS, 4).")
+grace_option = click.option(
+    "--grace", type=click.FloatRange(0, 3600), default=DEFAULT_GRACE_S, show_default=True,
+    help="Seconds a stopping worker lets in-flight messages finish before returning them.")
+
+
+def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
+    settings = obj.settings
+    processes = processes or settings.worker_processes
+    threads = threads or settings.worker_threads
+    progress(f"mnemo: {processes} worker process(es) x {threads} thread(s) on the "
+             f"{settings.broker_kind} broker; SIGTERM or Ctrl-C stops them cleanly")
+    run_pool(settings, processes=processes, threads=threads, grace_s=grace)
+
+
+@click.command()
+@processes_option
+@threads_option
+@grace_option
+@click.pass_obj
+@handle_errors
+def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
+    """Run the worker pool: N processes x M threads consuming every queue.
+
+    Runs until SIGTERM or Ctrl-C; then each process finishes its in-flight messages (up to
+    --grace seconds), returns the rest to the queue and exits. A process that dies is
+    restarted. Start as many pools on as many hosts as you like against Redis; on the
+    embedded broker, run them on the machine that holds MNEMO_DATA_DIR.
+
+    Example:
+
+        mnemo worker --processes 2 --threads 4
+    """
+    _run(obj, processes, threads, grace)
+
+
+@click.command()
+@processes_option
+@threads_option
+@grace_option
+@click.pass_obj
+@handle_errors
+def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
+    """Run everything a single machine needs: the worker pool (and, once the schedules
+    land, the scheduler) on the configured broker, embedded by default.
+
+    Example:
+
+        MNEMO_DATA_DIR=~/mnemo-data mnemo up
+    """
+    _run(obj, processes, threads, grace)

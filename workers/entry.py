@@ -1,0 +1,93 @@
+"""One worker process: build the broker, declare the actors on it, run a Dramatiq Worker.
+
+Actors are declared by ``declare_actors(broker)`` on an explicit broker, after the broker
+exists, instead of ``@dramatiq.actor`` at import time: importing ``workers`` has no side
+effects, and a test can run several brokers (embedded and Redis) in one process. The broker
+is still made the global one (``dramatiq.set_broker``) for code that asks Dramatiq for it.
+
+Shutdown (SIGTERM or SIGINT): the spool relay stops, the Worker stops taking messages,
+worker threads finish their current message (up to ``grace_s``), prefetched messages are
+returned to the queue, and ``broker.close()`` returns whatever is still leased (embedded);
+on Redis an unfinished message is requeued by maintenance once this process's heartbeat
+is stale.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+import structlog
+from dramatiq import Worker
+
+from memory_core.brokers import make_broker, make_relay
+from memory_core.log import configure_logging
+from memory_core.settings import Settings
+from workers.actors import declare_actors
+from workers.middleware import install_log_redaction, worker_middleware
+
+log = structlog.get_logger("mnemo.worker")
+
+DEFAULT_GRACE_S = 30.0
+
+
+def build_worker_broker(settings: Settings, *,
+                        declare: Callable[[Any], Any] = declare_actors,
+                        **broker_options: Any) -> Any:
+    """The configured broker with the worker middleware and the actors declared on it.
+
+    ``broker_options`` go to ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms,
+    maintenance_interval_s). Raises StoreError / ConfigurationError from the factory.
+    """
+    broker = make_broker(settings, middleware=worker_middleware(), **broker_options)
+    dramatiq.set_broker(broker)
+    declare(broker)
+    return broker
+
+
+def serve(settings: Settings, broker: Any, stop: threading.Event, *, threads: int,
+          grace_s: float = DEFAULT_GRACE_S) -> None:
+    """Run a Worker on ``broker`` (plus the spool relay on Redis) until ``stop`` is set."""
+    broker.emit_after("process_boot")  # starts TimeLimit's watchdog, as Dramatiq's CLI does
+    worker = Worker(broker, worker_threads=threads, worker_timeout=1000)
+    worker.start()
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    relay = make_relay(settings, broker, holder)
+    if relay is not None:
+        relay.start()
+    log.info("worker_started", pid=os.getpid(), threads=threads,
+             broker=getattr(broker, "kind", "?"), queues=sorted(broker.get_declared_queues()))
+    stop.wait()
+    log.info("worker_stopping", pid=os.getpid(), grace_s=grace_s)
+    if relay is not None:
+        relay.stop()
+    worker.stop(timeout=int(grace_s * 1000))
+    broker.close()
+    log.info("worker_stopped", pid=os.getpid())
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (call from the main thread)."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def run_worker_process(settings: Settings, threads: int,
+                       grace_s: float = DEFAULT_GRACE_S) -> None:
+    """The body of one worker process (``workers.pool`` starts N of these)."""
+    configure_logging(settings)
+    install_log_redaction()
+    stop = stop_on_signals()
+    broker = build_worker_broker(settings)
+    serve(settings, broker, stop, threads=threads, grace_s=grace_s)

@@ -1,0 +1,135 @@
+"""Cross-cutting behaviour of every actor, written once: log context, timing, age-out.
+
+``worker_middleware()`` is the stack a worker broker gets. ``LogContext`` comes first so it
+binds the message's context before anything else runs and, as ``after_*`` hooks run in
+reverse, writes the summary line after Retries has decided between retry and dead letter.
+Retry policy and time limits are Dramatiq's own middleware, driven by each job's options
+(``memory_core.jobs``). Memory text never reaches a log: context is ids only, and Dramatiq's
+own log lines are redacted to ``actor[message_id]`` (``install_log_redaction``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import structlog
+from dramatiq import Message
+from dramatiq.broker import Broker, MessageProxy
+from dramatiq.common import current_millis
+from dramatiq.middleware import (
+    Callbacks,
+    CurrentMessage,
+    Middleware,
+    Pipelines,
+    Retries,
+    ShutdownNotifications,
+    SkipMessage,
+    TimeLimit,
+)
+
+log = structlog.get_logger("mnemo.worker")
+
+_LEVELS = {"ok": "info", "skipped": "info", "retry": "warning", "dead": "error"}
+
+
+class LogContext(Middleware):
+    """Binds message_id, actor and tenant (never text) per message; logs ``message_done``.
+
+    The summary carries ``duration_ms``, ``outcome`` (ok, retry, dead, skipped), ``retries``
+    and, on failure, ``error`` (the exception's type name only).
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def before_process_message(self, broker: Broker, message: MessageProxy) -> None:
+        context: dict[str, Any] = {"message_id": message.message_id,
+                                   "actor": message.actor_name}
+        tenant = message.kwargs.get("tenant")
+        if isinstance(tenant, str):
+            context["tenant"] = tenant
+        tokens = structlog.contextvars.bind_contextvars(**context)
+        self._local.state = (tokens, time.perf_counter())
+
+    def after_process_message(self, broker: Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None
+                              ) -> None:
+        if exception is None:
+            outcome = "ok"
+        else:
+            outcome = "dead" if message.failed else "retry"
+        self._done(message, outcome, exception)
+
+    def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
+        self._done(message, "dead" if message.failed else "skipped", None)
+
+    def _done(self, message: MessageProxy, outcome: str,
+              exception: BaseException | None) -> None:
+        state = getattr(self._local, "state", None)
+        self._local.state = None
+        tokens, started = state if state else ({}, time.perf_counter())
+        fields: dict[str, Any] = {
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            "outcome": outcome,
+            "retries": message.options.get("retries", 0),
+        }
+        if exception is not None:
+            fields["error"] = type(exception).__name__
+        getattr(log, _LEVELS[outcome])("message_done", **fields)
+        if tokens:
+            structlog.contextvars.reset_contextvars(**tokens)
+
+
+class AgeOut(Middleware):
+    """Skips (and acks) a message older than its actor's ``max_age`` ms.
+
+    Unlike Dramatiq's AgeLimit it does not dead-letter: stale low-value work is dropped on
+    purpose, and a later run covers it. Actors without ``max_age`` (turns) never age out.
+    """
+
+    @property
+    def actor_options(self) -> set[str]:
+        return {"max_age"}
+
+    def before_process_message(self, broker: Broker, message: MessageProxy) -> None:
+        max_age = broker.get_actor(message.actor_name).options.get("max_age")
+        if max_age and current_millis() - message.message_timestamp >= max_age:
+            raise SkipMessage("message aged out")
+
+
+def worker_middleware() -> list[Middleware]:
+    """The middleware of a worker broker, in order (see the module docstring)."""
+    return [LogContext(), AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
+            Pipelines(), Retries(), CurrentMessage()]
+
+
+def _redacted(arg: Any) -> Any:
+    if isinstance(arg, Message | MessageProxy):
+        return f"{arg.actor_name}[{arg.message_id}]"
+    return arg
+
+
+class RedactMessages(logging.Filter):
+    """Rewrites Dramatiq's log arguments: a message prints as ``actor[message_id]``.
+
+    Dramatiq logs ``str(message)``, which includes the payload (a turn's text).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("dramatiq") and record.args:
+            if isinstance(record.args, tuple):
+                record.args = tuple(_redacted(a) for a in record.args)
+            elif isinstance(record.args, dict):
+                record.args = {k: _redacted(v) for k, v in record.args.items()}
+        return True
+
+
+def install_log_redaction() -> None:
+    """Attach ``RedactMessages`` to every root handler (idempotent; call after logging is
+    configured)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactMessages) for f in handler.filters):
+            handler.addFilter(RedactMessages())
