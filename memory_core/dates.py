@@ -342,9 +342,9 @@ def _to_utc(span: _Span, tz: tzinfo) -> Interval:
 def _apply(rule: _Rule, m: re.Match[str], anchor: datetime, prefer: Prefer) -> Interval | None:
     try:
         span = rule.handler(m, anchor.date(), prefer)
+        return _to_utc(span, anchor.tzinfo) if span else None  # type: ignore[arg-type]
     except (ValueError, OverflowError):
-        return None  # e.g. "999 years ago" before year 1
-    return _to_utc(span, anchor.tzinfo) if span else None  # type: ignore[arg-type]
+        return None  # outside the calendar: "999 years ago", "next year" in 9999
 
 
 def resolve_relative(

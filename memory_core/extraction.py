@@ -24,6 +24,7 @@ from typing import Literal
 from memory_core import extraction_rules as rules
 from memory_core.dates import DatePhrase, find_date_phrases, resolve_relative
 from memory_core.errors import InvalidInputError
+from memory_core.extraction_lexicon import NUMBER_WORDS, REL_PREDICATE, VERB_LEMMA
 from memory_core.extraction_text import clauses, clean_name, clean_object, clean_remembered
 from memory_core.extraction_text import sentences as split_sentences
 from memory_core.hygiene import SPEAKER, check_subject, normalize_label
@@ -118,7 +119,7 @@ _DURATION = re.compile(
 )
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _WORD_N = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-           "seven": 7, "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2}  # fmt: skip
 _REL_EXTRA = {"best friends": "friend_of", "friends": "friend_of", "married": "married_to",
               "together": "has_partner", "coworkers": "colleague_of",
               "colleagues": "colleague_of"}  # fmt: skip
@@ -193,10 +194,10 @@ def _extract_sentence(sentence: str, anchor: datetime) -> list[CandidateBelief]:
     if explicit and not out:
         remembered = clean_remembered(text)
         if remembered:
-            out.append(
-                CandidateBelief(SPEAKER, "remembers", remembered, "user_explicit",
-                                REMEMBER_CONFIDENCE, None, None)  # fmt: skip
+            belief = CandidateBelief(
+                SPEAKER, "remembers", remembered, "user_explicit", REMEMBER_CONFIDENCE, None, None
             )
+            out.append(belief)
     return out
 
 
@@ -228,11 +229,11 @@ def _group_values(
 def _lookup(group: str, raw: str) -> str | None:
     word = " ".join(raw.lower().split())
     if group == "rel":
-        return rules.REL_PREDICATE.get(word) or _REL_EXTRA.get(word)
+        return REL_PREDICATE.get(word) or _REL_EXTRA.get(word)
     if group == "verb":
-        return rules.VERB_LEMMA.get(word, word)
+        return VERB_LEMMA.get(word, word)
     if group == "n":
-        return rules.NUMBER_WORDS.get(word, word)
+        return NUMBER_WORDS.get(word, word)
     if group == "age":
         return word if word.isdigit() and 1 <= int(word) <= 120 else None
     if group in ("nat", "lang", "lang2"):
@@ -256,6 +257,20 @@ def _without_dates(
     return "".join(chars)
 
 
+def _since_duration(clause: str, anchor: datetime) -> datetime | None:
+    """"for 5 years" -> the start of the day five years (of 365 days) before the anchor."""
+    m = _DURATION.search(clause)
+    if not m:
+        return None
+    raw = " ".join(m.group("n").lower().split())
+    n = int(raw) if raw.isdigit() else _WORD_N[raw]
+    try:
+        start = anchor - timedelta(days=n * _UNIT_DAYS[m.group("unit").lower()])
+    except OverflowError:
+        return None
+    return start.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def _dates(
     rule: rules.Rule, clause: str, phrases: list[DatePhrase], anchor: datetime
 ) -> tuple[datetime | None, datetime | None, bool]:
@@ -268,12 +283,8 @@ def _dates(
             before = p.text.lower().startswith("before")
             break
     if interval is None and rule.date_role == "since":
-        m = _DURATION.search(clause)
-        if m:
-            n = _WORD_N.get(m.group("n").lower().split()[-1], 2) if not m.group("n").isdigit() \
-                else int(m.group("n"))
-            start = anchor - timedelta(days=n * _UNIT_DAYS[m.group("unit").lower()])
-            return start.replace(hour=0, minute=0, second=0, microsecond=0), None, True
+        since = _since_duration(clause, anchor)
+        return since, None, since is not None
     if interval is None:
         return None, None, False
     if rule.negated:
@@ -315,6 +326,10 @@ def _apply(
 _FIELD = re.compile(r"\{(\w+)\}")
 
 
+def _fill(template: str, values: dict[str, str]) -> str:
+    return _FIELD.sub(lambda m: values[m.group(1)], template)
+
+
 def _expand(
     subject_t: str, predicate_t: str, object_t: str, values: dict[str, tuple[str, ...]]
 ) -> list[tuple[str, str, str]]:
@@ -332,9 +347,8 @@ def _expand(
     out = []
     for variant in variants:
         fill = {f: (variant if multi and f == multi[0] else derived[f][0]) for f in needed}
-        subject = _FIELD.sub(lambda m: fill[m.group(1)], subject_t)
-        predicate = _FIELD.sub(lambda m: fill[m.group(1)], predicate_t)
-        obj = " ".join(_FIELD.sub(lambda m: fill[m.group(1)], object_t).split())
+        subject, predicate, obj = (_fill(t, fill) for t in (subject_t, predicate_t, object_t))
+        obj = " ".join(obj.split())
         if obj:
             out.append((subject, predicate, obj))
     return out

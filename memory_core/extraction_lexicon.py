@@ -1,10 +1,13 @@
-"""Word lists of the heuristic extractor (data only; see ``memory_core.extraction_rules``).
+"""Word lists of the heuristic extractor and the regex pieces built from them.
 
-Lowercase phrases; ``alt`` in the rules module turns them into regex alternations. Extend a
-list here to widen a rule without touching the regexes.
+Data for ``memory_core.extraction_rules``: lowercase phrases, turned into alternations by
+``alt``, and the shared building blocks (names, adverbs, "I am", objects). Extend a list
+here to widen every rule that uses it.
 """
 
 from __future__ import annotations
+
+import re
 
 
 def lex(text: str) -> tuple[str, ...]:
@@ -28,7 +31,6 @@ JOBS = lex(
     "caregiver|nanny|midwife|soldier|youtuber|streamer|podcaster|social media manager|"
     "stay-at-home mom|stay-at-home dad|stay-at-home parent|student|grad student|phd student"
 )
-STUDENT_JOBS = frozenset({"student", "grad student", "phd student"})
 JOB_MODIFIER_BLOCK = lex(
     "of|the|a|an|and|or|my|your|not|big|huge|fan|bit|little|lot|kind|sort|such|total|really|"
     "very|good|bad|great|terrible|proud|former|ex|aspiring|wannabe|future|retired|failed|"
@@ -120,9 +122,12 @@ MONTHS = lex(
 WEEKDAYS = lex("monday|tuesday|wednesday|thursday|friday|saturday|sunday")
 # Capitalised words that are not person names in the positions where a name is expected.
 NAME_STOP = frozenset(
-    [*MONTHS, *WEEKDAYS, *NATIONALITIES, *LANGUAGES]
-    + list(
-        lex(
+    [
+        *MONTHS,
+        *WEEKDAYS,
+        *NATIONALITIES,
+        *LANGUAGES,
+        *lex(
             "i|i'm|im|me|my|mine|you|your|he|she|it|we|they|him|her|them|us|our|their|his|its|"
             "the|this|that|these|those|a|an|and|but|or|so|also|well|oh|ok|okay|yes|yeah|no|"
             "hey|hi|hello|thanks|sorry|lol|god|today|tomorrow|yesterday|tonight|everyone|"
@@ -132,6 +137,48 @@ NAME_STOP = frozenset(
             "catholic|christian|muslim|jewish|buddhist|hindu|atheist|gay|lesbian|bi|straight|"
             "single|married|divorced|pregnant|sick|happy|sad|great|fine|busy|home|back|mr|mrs|"
             "ms|dr|sir|mom|dad|mum|mama|papa"
-        )
-    )
+        ),
+    ]
 )
+
+
+def alt(words: tuple[str, ...] | frozenset[str]) -> str:
+    """A regex alternation of phrases, longest first, any whitespace between words."""
+    ordered = sorted(words, key=len, reverse=True)
+    return "(?:" + "|".join(r"\s+".join(re.escape(p) for p in w.split()) for w in ordered) + ")"
+
+
+# --- regex building blocks -------------------------------------------------------------
+_UP = "A-ZÀ-ÖØ-Þ"
+_LO = "a-zß-öø-ÿ"
+NAME_WORD = rf"[{_UP}](?:[{_LO}]+(?:[{_UP}][{_LO}]+)?|['’][{_UP}][{_LO}]+)(?:-[{_UP}][{_LO}]+)?"
+NAME_BODY = rf"(?-i:{NAME_WORD}(?:\s+{NAME_WORD})?)(?![\w-])(?!['’](?![sS]\b))"
+NAME = rf"(?P<name>{NAME_BODY})"
+NAME2 = rf"(?P<name2>{NAME_BODY})"
+ADV = (
+    r"(?:(?:currently|now|still|also|actually|really|just|recently|finally|totally|"
+    r"absolutely|genuinely|honestly|officially|already|truly|definitely|seriously|literally|"
+    r"originally|even|always|mostly|usually|kinda|kind\s+of|sort\s+of|pretty\s+much|"
+    r"happily|proudly|so|very)\s+){0,3}"
+)
+I_AM = r"\bI(?:['’]?m|\s+am)"
+I_HAVE = r"\bI(?:['’]ve|\s+have)"
+WE = r"\b(?:I|we)"
+WE_ARE = r"\b(?:I(?:['’]?m|\s+am)|we(?:['’]re|\s+are))"
+WE_HAVE = r"\b(?:I|we)(?:['’]ve|\s+have)"
+OBJ = r"(?P<obj>.{1,200})"
+REL = rf"(?P<rel>{alt(tuple(REL_PREDICATE))})"
+REL_ADJS = rf"(?:{alt(REL_ADJ)}\s+){{0,2}}"
+JOB_MOD = rf"(?:(?!{alt(JOB_MODIFIER_BLOCK)}\b)[a-z][\w-]*\s+){{0,3}}?"
+JOB = rf"(?P<job>{JOB_MOD}{alt(JOBS)})(?![\w'’-])"
+SPECIES_RE = rf"(?P<species>{alt(SPECIES)})"
+END = r"(?=\s*(?:$|[,.!;:)]|and\b|but\b|so\b|too\b|btw\b|lol\b|now\b|who\b|myself\b|since\b|for\b))"
+MONTH_RE = alt(MONTHS)
+DATE_SURFACE_BARE = (
+    rf"(?:{MONTH_RE}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+(?:19|20)\d\d)?"
+    rf"|(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH_RE}(?:,?\s+(?:19|20)\d\d)?"
+    rf"|(?:19|20)\d\d)(?![\w])"
+)
+DATE_SURFACE = rf"(?P<obj>{DATE_SURFACE_BARE})"
+# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ..."
+TP = rf"^(?:my\s+{REL_ADJS}{REL}(?:\s+|,\s*(?={NAME_WORD},)))?{NAME},?\s+{ADV}"

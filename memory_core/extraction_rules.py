@@ -17,21 +17,33 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memory_core.extraction_lexicon import (
+    ADV,
     APPOINTMENTS,
+    DATE_SURFACE,
+    DATE_SURFACE_BARE,
+    END,
     EVENTS,
     GENDERS,
-    JOB_MODIFIER_BLOCK,
-    JOBS,
+    I_AM,
+    I_HAVE,
+    JOB,
     LANGUAGES,
-    MONTHS,
+    MONTH_RE,
+    NAME,
+    NAME2,
     NATIONALITIES,
-    NUMBER_WORDS,
+    OBJ,
     PET_ADJ,
-    REL_ADJ,
-    REL_PREDICATE,
+    REL,
+    REL_ADJS,
     SPECIES,
+    SPECIES_RE,
+    TP,
     VENUES,
-    VERB_LEMMA,
+    WE,
+    WE_ARE,
+    WE_HAVE,
+    alt,
     lex,
 )
 
@@ -39,47 +51,6 @@ Policy = Literal["entity", "proper", "phrase", "pref", "date"]
 DateRole = Literal["none", "event", "since", "deadline"]
 
 
-def alt(words: tuple[str, ...] | frozenset[str]) -> str:
-    """A regex alternation of phrases, longest first, any whitespace between words."""
-    ordered = sorted(words, key=len, reverse=True)
-    return "(?:" + "|".join(r"\s+".join(re.escape(p) for p in w.split()) for w in ordered) + ")"
-
-
-# --- regex building blocks -------------------------------------------------------------
-_UP = "A-ZÀ-ÖØ-Þ"
-_LO = "a-zß-öø-ÿ"
-NAME_WORD = rf"[{_UP}](?:[{_LO}]+(?:[{_UP}][{_LO}]+)?|['’][{_UP}][{_LO}]+)(?:-[{_UP}][{_LO}]+)?"
-NAME_BODY = rf"(?-i:{NAME_WORD}(?:\s+{NAME_WORD})?)(?![\w-])(?!['’](?![sS]\b))"
-NAME = rf"(?P<name>{NAME_BODY})"
-NAME2 = rf"(?P<name2>{NAME_BODY})"
-ADV = (
-    r"(?:(?:currently|now|still|also|actually|really|just|recently|finally|totally|"
-    r"absolutely|genuinely|honestly|officially|already|truly|definitely|seriously|literally|"
-    r"originally|even|always|mostly|usually|kinda|kind\s+of|sort\s+of|pretty\s+much|"
-    r"happily|proudly|so|very)\s+){0,3}"
-)
-I_AM = r"\bI(?:['’]?m|\s+am)"
-I_HAVE = r"\bI(?:['’]ve|\s+have)"
-WE = r"\b(?:I|we)"
-WE_ARE = r"\b(?:I(?:['’]?m|\s+am)|we(?:['’]re|\s+are))"
-WE_HAVE = r"\b(?:I|we)(?:['’]ve|\s+have)"
-OBJ = r"(?P<obj>.{1,200})"
-OBJ2 = r"(?P<obj2>.{1,200})"
-REL = rf"(?P<rel>{alt(tuple(REL_PREDICATE))})"
-REL_ADJS = rf"(?:{alt(REL_ADJ)}\s+){{0,2}}"
-JOB_MOD = rf"(?:(?!{alt(JOB_MODIFIER_BLOCK)}\b)[a-z][\w-]*\s+){{0,3}}?"
-JOB = rf"(?P<job>{JOB_MOD}{alt(JOBS)})(?![\w'’-])"
-SPECIES_RE = rf"(?P<species>{alt(SPECIES)})"
-END = r"(?=\s*(?:$|[,.!;:)]|and\b|but\b|so\b|too\b|btw\b|lol\b|now\b|who\b|myself\b|since\b|for\b))"
-MONTH_RE = alt(MONTHS)
-_DATE_SURFACE = (
-    rf"(?:{MONTH_RE}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+(?:19|20)\d\d)?"
-    rf"|(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH_RE}(?:,?\s+(?:19|20)\d\d)?"
-    rf"|(?:19|20)\d\d)(?![\w])"
-)
-DATE_SURFACE = rf"(?P<obj>{_DATE_SURFACE})"
-# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ..."
-TP = rf"^(?:my\s+{REL_ADJS}{REL}(?:\s+|,\s*(?={NAME_WORD},)))?{NAME},?\s+{ADV}"
 
 
 @dataclass(frozen=True)
@@ -129,9 +100,11 @@ IDENTITY_RULES = (
        f"{_S} nationality_is {{nat}}"),
     _r("speaks", rf"\bI\s+{ADV}speak\s+(?:fluent\s+|some\s+|a\s+little\s+|basic\s+)?"
        rf"(?P<lang>{alt(LANGUAGES)})(?:\s*(?:,|and|&)\s*(?:fluent\s+)?"
-       rf"(?P<lang2>{alt(LANGUAGES)}))?(?![\w-])", f"{_S} speaks {{lang}}", f"{_S} speaks {{lang2}}"),
+       rf"(?P<lang2>{alt(LANGUAGES)}))?(?![\w-])", f"{_S} speaks {{lang}}",
+       f"{_S} speaks {{lang2}}"),
     _r("fluent", rf"(?:{I_AM}\s+{ADV}(?:fluent|native)\s+in|\bmy\s+(?:native|first|mother)\s+"
-       rf"(?:language|tongue)\s+is)\s+(?P<lang>{alt(LANGUAGES)})(?![\w-])", f"{_S} speaks {{lang}}"),
+       rf"(?:language|tongue)\s+is)\s+(?P<lang>{alt(LANGUAGES)})(?![\w-])",
+       f"{_S} speaks {{lang}}"),
     _r("learning", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}learning\s+"
        rf"(?:how\s+to\s+|to\s+)?{OBJ}", f"{_S} learning {{obj}}", max_words=4,
        date_role="since", reject=_LEARN_REJECT),
@@ -142,7 +115,7 @@ IDENTITY_RULES = (
        policy="date"),
     _r("birthday", rf"\bmy\s+birthday\s+is\s+(?:on\s+)?{DATE_SURFACE}", f"{_S} born_on {{obj}}",
        policy="date", confidence=0.85),
-    _r("born_in", rf"\bI\s+was\s+born(?:\s+and\s+raised)?(?:\s+(?:on|in)\s+{_DATE_SURFACE})?\s+"
+    _r("born_in", rf"\bI\s+was\s+born(?:\s+and\s+raised)?(?:\s+(?:on|in)\s+{DATE_SURFACE_BARE})?\s+"
        rf"in\s+(?!(?:19|20)\d\d|{MONTH_RE}\b){OBJ}", f"{_S} born_in {{obj}}", policy="proper"),
 )
 
@@ -165,12 +138,14 @@ LOCATION_RULES = (
     _r("visited", rf"{WE}\s+{ADV}(?:visited|toured)\s+{OBJ}", f"{_S} visited {{obj}}",
        date_role="event", split_and=True, max_words=4),
     _r("went_place", rf"{WE}\s+{ADV}(?:went|traveled|travelled|flew|drove|took\s+a\s+trip)\s+"
-       rf"(?:back\s+)?to\s+(?!{_EVENT_PHRASE}(?![\w-])){OBJ}", f"{_S} visited {{obj}}", policy="proper",
+       rf"(?:back\s+)?to\s+(?!{_EVENT_PHRASE}(?![\w-])){OBJ}", f"{_S} visited {{obj}}",
+       policy="proper",
        date_role="event", split_and=True, max_words=4),
     _r("went_venue", rf"{WE}\s+{ADV}(?:went|walked|drove)\s+to\s+(?:the|a)\s+"
        rf"(?P<obj>{alt(VENUES)})(?![\w-])", f"{_S} visited {{obj}}", date_role="event",
        confidence=0.65),
-    _r("back_from", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:got|gotten|came|come|flew)\s+back\s+from\s+"
+    _r("back_from", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:got|gotten|came|come|flew)\s+back\s+"
+       r"from\s+"
        rf"{OBJ}", f"{_S} visited {{obj}}", policy="proper", date_role="event", max_words=4,
        confidence=0.65),
     _r("been_to", rf"{WE_HAVE}\s+{ADV}been\s+to\s+{OBJ}", f"{_S} visited {{obj}}",
@@ -225,7 +200,8 @@ WORK_RULES = (
        date_role="since"),
     _r("status", rf"{I_AM}\s+{ADV}(?P<job>retired|unemployed|self-employed){END}",
        f"{_S} job_title_is {{job}}", confidence=0.7),
-    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been)\s+{ADV}(?:an?\s+)?(?:strict\s+)?(?P<job>vegetarian|vegan|pescatarian)"
+    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been)\s+{ADV}(?:an?\s+)?(?:strict\s+)?"
+       r"(?P<job>vegetarian|vegan|pescatarian)"
        rf"{END}", f"{_S} is_a {{job}}", confidence=0.7),
     _r("study_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|enrolled)\s+(?:at|in)\s+"
        rf"(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper"),
@@ -308,17 +284,19 @@ _PET_END = (
     r"yesterday\b|recently\b))"
 )
 POSSESSION_RULES = (
-    _r("pet_named", rf"{WE}\s+{ADV}(?:have|got|adopted|rescued|own)\s+(?:a|an)\s+{_PET_ADJS}"
+    _r("pet_named", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:have|got|adopted|rescued|own)\s+"
+       rf"(?:a|an)\s+{_PET_ADJS}"
        rf"{SPECIES_RE}\s+(?:named|called)\s+{NAME}", f"{_S} has_pet {{name}}",
        "{name} is_a {species}", date_role="event", confidence=0.8),
-    _r("and_pet_named", rf"{WE}\s+{ADV}(?:have|got|adopted|rescued|own)\s+.{{0,80}}?\band\s+"
+    _r("and_pet_named", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:have|got|adopted|rescued|own)\s+"
+       rf".{{0,80}}?\band\s+"
        rf"(?:a|an)\s+{_PET_ADJS}{SPECIES_RE}\s+(?:named|called)\s+{NAME}",
        f"{_S} has_pet {{name}}", "{name} is_a {species}", date_role="event", confidence=0.75),
     _r("my_pet", rf"\bmy\s+{_PET_ADJS}{SPECIES_RE}(?:,\s*|\s+)(?:(?:named|called)\s+)?{NAME}",
        f"{_S} has_pet {{name}}", "{name} is_a {species}", confidence=0.75),
     _r("pet_name_is", rf"\bmy\s+{_PET_ADJS}{SPECIES_RE}['’]s\s+name\s+is\s+{NAME}",
        f"{_S} has_pet {{name}}", "{name} is_a {species}", confidence=0.8),
-    _r("pet", rf"{WE}\s+{ADV}(?:have|own|adopted|rescued|got)\s+(?P<obj>{_PETS})"
+    _r("pet", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:have|own|adopted|rescued|got)\s+(?P<obj>{_PETS})"
        rf"(?:\s*(?:,|and)\s+(?P<obj2>{_PETS}))?{_PET_END}", f"{_S} has_pet {{obj}}",
        f"{_S} has_pet {{obj2}}", date_role="event", confidence=0.7, strip_possessive=True),
     _r("owns", rf"{WE}\s+{ADV}own\s+{OBJ}", f"{_S} owns {{obj}}", max_words=4,

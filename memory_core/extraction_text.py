@@ -13,13 +13,14 @@ import re
 from memory_core.extraction_lexicon import NAME_STOP, lex
 from memory_core.hygiene import check_subject
 
-MAX_TEXT_CHARS = 50_000
+MAX_TEXT_CHARS = 32_000
 MAX_SENTENCE_CHARS = 400
 MAX_REMEMBER_CHARS = 300
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _INLINE_CODE = re.compile(r"`[^`\n]{0,200}`")
-_SENT_SPLIT = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*[\r\n]+\s*")
+# No alternative starts with \s*: that is quadratic on a long run of blanks.
+_SENT_SPLIT = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|[\r\n]\s*")
 _ABBREV_END = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|vs|e\.g|i\.e|approx)\.$", re.I)
 _FILLER = re.compile(
     r"^(?:(?:oh|ah|aw|well|so|also|and|but|anyway|anyways|btw|by\s+the\s+way|actually|yeah|"
@@ -30,7 +31,7 @@ _FILLER = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE_SPLIT = re.compile(
-    r"\s*,?\s*\bbut\b\s*|\s*;\s*|\s+[—–-]\s+"
+    r",?\s*\bbut\b\s*|;\s*|(?<=\s)[—–-]\s+"
     r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my)\b)"
     r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we)\s+(?!(?:are|have\s+been)\b))"
     r"|,\s*(?=(?:what|how)\s+about\b)|,\s*(?=(?:do|did|are|have|what|how|and)\s+you\b)"
@@ -72,7 +73,8 @@ _TRAILING = _set(
     "together|soon|today|tonight|full time|part time|full-time|part-time|so|and stuff|"
     "and all|or something|or so|etc|lol|haha|originally|on weekends|on the weekend|"
     "on the weekends|at night|in the morning|in the evening|every morning|every weekend|"
-    "at home|so much|a ton|more and more|more than anything"
+    "at home|so much|a ton|more and more|more than anything|in my free time|in my spare time|"
+    "for fun|whenever i can|when i can"
 )
 _DANGLING = _set(
     "to|of|the|a|an|my|and|or|with|for|at|in|on|your|our|from|by|is|was|are|about|like|so|very"
@@ -134,6 +136,7 @@ def sentences(text: str) -> list[str]:
             merged.append(piece)
     out: list[str] = []
     for sentence in merged:
+        sentence = sentence.strip()
         parts = [sentence] if len(sentence) <= MAX_SENTENCE_CHARS else sentence.split(", ")
         for part in parts:
             part = strip_fillers(part)
@@ -171,7 +174,7 @@ def _trim(words: list[str], entity: bool, articles: bool) -> list[str]:
     changed = True
     while words and changed:
         changed = False
-        for n in (3, 2, 1):
+        for n in (4, 3, 2, 1):
             tail = " ".join(words[-n:]).lower().strip(".'’\"")
             if len(words) >= n and tail in _TRAILING:
                 words, changed = words[:-n], True

@@ -146,7 +146,7 @@ def _check_words(text: str) -> RejectReason | None:
         return "fragment"  # "of the", "in Paris"; a title like "To Kill a Mockingbird" passes
     if len(lowered) > 1 and lowered[-1] in _EDGE_FUNCTION_WORDS:
         return "fragment"
-    if sum(ch.isalpha() for ch in text) < 2:
+    if len(text) < 2:
         return "fragment"
     return None
 
