@@ -7,20 +7,11 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text
 
+from memory_core.db.schema_common import bookkeeping_tables
+
 metadata = MetaData()
 
-meta = Table(
-    "meta", metadata,
-    Column("key", Text, primary_key=True),
-    Column("value", Text, nullable=False),
-)
-
-schema_migrations = Table(
-    "schema_migrations", metadata,
-    Column("version", Integer, primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("applied_at", Text, nullable=False),
-)
+meta, schema_migrations = bookkeeping_tables(metadata)
 
 # The embedded broker's durable queue (memory_core.brokers.embedded). A delivered message is
 # leased; a lease that runs out (the worker died) makes it deliverable again. Acked messages
@@ -69,6 +60,8 @@ audit_log = Table(
     Column("at", Text, nullable=False),
     Column("detail", Text),  # JSON of ids and counts, never memory text
     Index("ix_audit_tenant_at", "tenant", "at"),
+    # A redelivered message reports the same mutations again: they are inserted OR IGNOREd.
+    Index("ux_audit_message", "message_id", "action", "object_kind", "object_id", unique=True),
 )
 
 # One row per recall: the query's digest (never the query), the candidates and why each was

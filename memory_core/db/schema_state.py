@@ -21,6 +21,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from memory_core.db.schema_common import bookkeeping_tables
+
 metadata = MetaData()
 
 TIERS = ("working", "recent", "long_term", "archive")
@@ -34,18 +36,7 @@ def _in(column: str, values: tuple[str, ...]) -> CheckConstraint:
     return CheckConstraint(f"{column} IN ({quoted})", name=f"ck_{column}")
 
 
-meta = Table(
-    "meta", metadata,
-    Column("key", Text, primary_key=True),
-    Column("value", Text, nullable=False),
-)
-
-schema_migrations = Table(
-    "schema_migrations", metadata,
-    Column("version", Integer, primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("applied_at", Text, nullable=False),
-)
+meta, schema_migrations = bookkeeping_tables(metadata)
 
 tenants = Table(
     "tenants", metadata,
@@ -122,27 +113,27 @@ entity_aliases = Table(
     Index("ix_entity_aliases_entity", "tenant", "entity_id"),
 )
 
+def _merge_columns() -> list[Column]:
+    """The merge ledger's columns, shared by the live ledger and its archive."""
+    return [
+        Column("id", Integer, primary_key=True),
+        Column("tenant", Text, nullable=False),
+        Column("from_entity_id", Text, nullable=False),
+        Column("into_entity_id", Text, nullable=False),
+        Column("from_name", Text, nullable=False),
+        Column("beliefs_rewired", Integer, nullable=False),
+        Column("merged_at", Text, nullable=False),
+    ]
+
+
 entity_merges = Table(
-    "entity_merges", metadata,
-    Column("id", Integer, primary_key=True),
-    Column("tenant", Text, nullable=False),
-    Column("from_entity_id", Text, nullable=False),
-    Column("into_entity_id", Text, nullable=False),
-    Column("from_name", Text, nullable=False),
-    Column("beliefs_rewired", Integer, nullable=False),
-    Column("merged_at", Text, nullable=False),
+    "entity_merges", metadata, *_merge_columns(),
     Index("ix_entity_merges_tenant", "tenant", "into_entity_id"),
 )
 
+# Rows move here before any row they refer to is dropped (see memory_core/merges.py).
 entity_merges_archive = Table(
-    "entity_merges_archive", metadata,
-    Column("id", Integer, primary_key=True),
-    Column("tenant", Text, nullable=False),
-    Column("from_entity_id", Text, nullable=False),
-    Column("into_entity_id", Text, nullable=False),
-    Column("from_name", Text, nullable=False),
-    Column("beliefs_rewired", Integer, nullable=False),
-    Column("merged_at", Text, nullable=False),
+    "entity_merges_archive", metadata, *_merge_columns(),
     Column("archived_at", Text, nullable=False),
 )
 
