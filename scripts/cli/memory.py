@@ -9,6 +9,7 @@ from memory_core.embedders.factory import make_embedder
 from memory_core.status import memory_status
 from memory_core.vectors import VectorIndex
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, progress
+from scripts.cli.memory_recall_cmds import explain, recollect
 
 
 @click.group()
@@ -100,3 +101,8 @@ def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
     else:
         click.echo(f"reindexed into generation {report.generation}: "
                    + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+# Defined beside recall's own CLI module; they belong to the `memory` noun.
+memory.add_command(explain)
+memory.add_command(recollect)

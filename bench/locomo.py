@@ -1,0 +1,157 @@
+"""LoCoMo evidence recall of mnemo against plain-retrieval baselines (a script, not a test).
+
+Example:
+    .venv/bin/python bench/locomo.py
+    .venv/bin/python bench/locomo.py --embedder fastembed \\
+        --model-path ../shared/models/all-MiniLM-L6-v2-onnx --json-out /tmp/locomo.json
+
+Ingests each conversation turn by turn through the workers' write path (one tenant per
+conversation, turn time = session date), recalls every category 1-4 question, and prints
+evidence Recall@5/@10/@20 and All@10 per category for mnemo and for the baselines computed
+here on the same machine (FTS5 porter bm25 over turns, dense over turns with the same
+embedder, their RRF), with recall latency p50/p95 split into query embedding and the rest.
+The metric is described in ../shared/data/locomo/README.md. The last line is
+``overall R@10 mnemo=X best_baseline=Y``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+for extra in (REPO_ROOT, REPO_ROOT / "bench"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from locomo_baselines import METHODS, TurnBaselines  # noqa: E402
+from locomo_data import CATEGORIES, Scores, load  # noqa: E402
+from locomo_ingest import ingest  # noqa: E402
+
+from memory_core import Budget, Memory  # noqa: E402
+from memory_core.embedders.factory import make_embedder  # noqa: E402
+from memory_core.log import configure_logging  # noqa: E402
+from memory_core.settings import Settings  # noqa: E402
+
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+BUDGET = Budget(items=40, tokens=1_000_000)  # enough items for 20 turns; tokens not binding
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--embedder", choices=("hash", "fastembed"), default="hash")
+    p.add_argument("--model-path", type=Path, default=None)
+    p.add_argument("--strategy", default="default", help="recall preset name")
+    p.add_argument("--json-out", type=Path, default=None)
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="keep the databases here (default: a temporary folder)")
+    return p.parse_args(argv)
+
+
+def _settings(args: argparse.Namespace, data_dir: Path) -> Settings:
+    kw: dict = {"data_dir": data_dir, "embedder": args.embedder, "log_level": "warning"}
+    if args.embedder == "fastembed":
+        kw["embed_model"] = MODEL_NAME
+        if args.model_path:
+            kw["embed_model_path"] = args.model_path.resolve()
+    return Settings.from_env({}, **kw)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] \
+        if len(values) > 1 else values[0]
+
+
+def run(args: argparse.Namespace, data_dir: Path) -> dict:
+    settings = _settings(args, data_dir)
+    configure_logging(settings)
+    embedder = make_embedder(settings)
+    convs = load(args.data)
+    scores = {name: Scores() for name in ("mnemo", *METHODS)}
+    lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
+    started = time.perf_counter()
+    paths = {ingest(settings, conv, embedder) for conv in convs}
+    ingest_s = time.perf_counter() - started
+    with Memory.open(settings, embedder=embedder) as mem, tempfile.TemporaryDirectory() as tmp:
+        for conv in convs:
+            base = TurnBaselines(conv, embedder, Path(tmp))
+            for q in conv.questions:
+                t0 = time.perf_counter()
+                result = mem.recall(q.text, tenant=conv.tenant, budget=BUDGET,
+                                    strategy=args.strategy)
+                wall = (time.perf_counter() - t0) * 1000
+                embed_ms = result.timings_ms.get("embed_ms", 0.0)
+                lat["embed"].append(embed_ms)
+                lat["rest"].append(wall - embed_ms)
+                scores["mnemo"].add(q.category, [list(i.turn_uids) for i in result.items],
+                                    q.evidence)
+                for method, (ranked, ms) in base.run(q.text).items():
+                    scores[method].add(q.category, [[d] for d in ranked], q.evidence)
+                    lat[method].append(ms)
+            base.close()
+    return {
+        "embedder": embedder.identity, "write_path": sorted(paths), "strategy": args.strategy,
+        "questions": sum(len(c.questions) for c in convs), "ingest_seconds": round(ingest_s, 1),
+        "scores": {name: s.table() for name, s in scores.items()},
+        "latency_ms": {name: {"p50": round(_pct(v, 50), 2), "p95": round(_pct(v, 95), 2)}
+                       for name, v in lat.items()},
+    }
+
+
+def _print(report: dict) -> None:
+    print(f"embedder {report['embedder']}  write path {','.join(report['write_path'])}  "
+          f"strategy {report['strategy']}  questions {report['questions']}  "
+          f"ingest {report['ingest_seconds']} s")
+    cats = [*CATEGORIES.values()]
+    header = ["method", *(f"{c} R@10" for c in cats), "all R@5", "all R@10", "all R@20",
+              "all All@10", "p50 ms", "p95 ms"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    lat = report["latency_ms"]
+    for name, table in report["scores"].items():
+        if name == "mnemo":
+            p50 = lat["embed"]["p50"] + lat["rest"]["p50"]
+            p95 = f"{lat['embed']['p95']:.2f}+{lat['rest']['p95']:.2f}"
+        else:
+            p50, p95 = lat[name]["p50"], f"{lat[name]['p95']:.2f}"
+        cells = [f"{table.get(c, {}).get('R@10', 0):.3f}" for c in cats]
+        overall = table["overall"]
+        cells += [f"{overall[m]:.3f}" for m in ("R@5", "R@10", "R@20", "All@10")]
+        print(f"| {name} | " + " | ".join(cells) + f" | {p50:.2f} | {p95} |")
+    print("\nmnemo per category:")
+    print("| category | n | R@5 | R@10 | R@20 | All@10 |\n|---|---:|---:|---:|---:|---:|")
+    for cat, row in report["scores"]["mnemo"].items():
+        print(f"| {cat} | {row['n']} | {row['R@5']:.3f} | {row['R@10']:.3f} | "
+              f"{row['R@20']:.3f} | {row['All@10']:.3f} |")
+    print(f"\nmnemo latency: query embedding p50 {lat['embed']['p50']:.2f} ms, p95 "
+          f"{lat['embed']['p95']:.2f} ms; the rest p50 {lat['rest']['p50']:.2f} ms, p95 "
+          f"{lat['rest']['p95']:.2f} ms")
+    best = max(report["scores"][m]["overall"]["R@10"] for m in METHODS)
+    mnemo = report["scores"]["mnemo"]["overall"]["R@10"]
+    print(f"overall R@10 mnemo={mnemo:.3f} best_baseline={best:.3f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
+    if args.data_dir:
+        args.data_dir.mkdir(parents=True, exist_ok=True)
+        report = run(args, args.data_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="mnemo-locomo-") as tmp:
+            report = run(args, Path(tmp))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    _print(report)
+
+
+if __name__ == "__main__":
+    main()

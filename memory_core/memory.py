@@ -1,0 +1,161 @@
+"""``Memory``: what the chat process holds: ``recall()`` before an answer, ``after_turn()``
+after it (which only checks the turn and enqueues the post-turn work).
+
+The chat process opens ``memory_state.db`` read-only (it never writes memory) and
+``memory_ops.db`` for the recall log (and, on Redis, the spool). Settings are read once, at
+``open``.
+
+Example::
+
+    from memory_core import Memory, format_untrusted_block
+
+    with Memory.open() as mem:
+        result = mem.recall("where does Ana live?", tenant="default", session_id="chat-1")
+        prompt_block = format_untrusted_block(result)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import structlog
+
+from memory_core.db.sqlite import sqlite_module
+from memory_core.db.stores import Database, open_ops, open_state
+from memory_core.embedders.base import Embedder, warn_keyword_grade_once
+from memory_core.embedders.factory import make_embedder
+from memory_core.post_turn import TurnSender, turn_message
+from memory_core.recall import engine
+from memory_core.recall.explain import write_recall_log
+from memory_core.recall.fusion import Budget
+from memory_core.recall.result import RecallResult
+from memory_core.recall.search import TermStats
+from memory_core.recall.strategy import RecallStrategy, get_strategy
+from memory_core.settings import Settings
+from memory_core.turns import TurnInput
+from memory_core.vectors import VectorIndex
+
+log = structlog.get_logger(__name__)
+
+
+class Memory:
+    """Long-term memory as the chat process sees it. Thread-safe (one connection per thread).
+
+    Build it with ``Memory.open()``; close it with ``close()`` or a ``with`` block.
+    """
+
+    def __init__(self, settings: Settings, state: Database, ops: Database,
+                 embedder: Embedder) -> None:
+        self.settings = settings
+        self._state = state
+        self._ops = ops
+        self.embedder = embedder
+        self._index = VectorIndex(embedder)
+        self._term_stats = TermStats()
+        self._sender = TurnSender(settings)
+
+    @classmethod
+    def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None) -> Memory:
+        """Open memory with ``settings`` (default: from the environment).
+
+        A database that does not exist yet, or is behind this code, is migrated first (schema
+        only); after that the state db is opened read-only.
+
+        Raises:
+            ConfigurationError, StoreError, EmbedderError: with what to fix.
+        """
+        settings = settings or Settings.from_env()
+        embedder = embedder or make_embedder(settings)
+        embedder.load()
+        open_state(settings, migrate=True).close()
+        state = open_state(settings, migrate=False, readonly=True)
+        ops = open_ops(settings)
+        warn_keyword_grade_once(embedder)
+        return cls(settings, state, ops, embedder)
+
+    def recall(self, query: str, *, tenant: str | None = None, session_id: str | None = None,
+               as_of: datetime | str | None = None, budget: Budget | int | None = None,
+               strategy: str | RecallStrategy | None = None,
+               now: datetime | None = None) -> RecallResult:
+        """What memory holds about ``query`` for ``tenant``, best first, within ``budget``.
+
+        ``session_id`` favours the caller's chat session; ``as_of`` (aware datetime or
+        ISO text) asks what was valid at that world time; ``budget`` is a
+        ``Budget(items, tokens)`` or an item count (default from settings). The explanation
+        goes to the recall log (query digest only). Never fails on store trouble: dense
+        search off gives ``keyword_only=True`` with ``degraded_reason``.
+
+        Raises:
+            InvalidInputError: the query is not a str or is over MNEMO_MAX_QUERY_CHARS, or
+                another argument is malformed. Nothing else.
+        """
+        strat = get_strategy(strategy)
+        resolved = engine.resolve_budget(budget, self.settings.recall_max_items,
+                                         self.settings.recall_max_tokens)
+        result, explanation = engine.recall(
+            self._state.conn, self._index, query=query,
+            tenant=tenant if tenant is not None else self.settings.default_tenant,
+            strategy=strat, max_query_chars=self.settings.max_query_chars, budget=resolved,
+            session_id=session_id, as_of=as_of, now=now, stats=self._term_stats)
+        log_id = self._log(result, explanation)
+        log.info("recall", tenant=result.tenant, items=len(result.items),
+                 keyword_only=result.keyword_only, duration_ms=round(
+                     result.timings_ms.get("total_ms", 0.0), 2), outcome="ok")
+        return result if log_id is None else _with_log_id(result, log_id)
+
+    def _log(self, result: RecallResult, explanation: dict[str, Any]) -> int | None:
+        """Write the explanation; a failure is logged, never raised (recall must answer)."""
+        try:
+            return write_recall_log(self._ops.conn, result.tenant, result.query_digest,
+                                    result.strategy, explanation, self.settings.recall_log_keep)
+        except sqlite_module().Error as e:
+            log.warning("recall_log_failed", tenant=result.tenant, error=type(e).__name__)
+            return None
+
+    def after_turn(self, turn: TurnInput | Mapping[str, Any]) -> str:
+        """Hand a finished turn to the workers; returns the message id at once.
+
+        ``turn``: a ``TurnInput`` or a mapping of its fields (tenant, session_id, turn_uid,
+        speaker, text, occurred_at, optional index). Only checks and enqueues (the
+        ``record_turn`` job); the workers record it, extract beliefs, anchor and
+        consolidate. On Redis, an unreachable server means the message is spooled locally
+        and relayed later: this never raises because a broker is down.
+
+        Raises:
+            InvalidInputError: a field is malformed (the message names it and the fix).
+            UnknownTenantError: the tenant does not exist (`mnemo tenant add`).
+            BrokerError: nothing could keep the message (the queue or spool file cannot
+                be written).
+        """
+        message = turn_message(self._state.conn, turn,
+                               max_turn_chars=self.settings.max_turn_chars)
+        return self._sender.send(message)
+
+    @property
+    def ops_db(self) -> Database:
+        return self._ops
+
+    @property
+    def state_db(self) -> Database:
+        return self._state
+
+    def close(self) -> None:
+        self._sender.close()
+        self._state.close()
+        self._ops.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _with_log_id(result: RecallResult, log_id: int) -> RecallResult:
+    from dataclasses import replace
+
+    return replace(result, log_id=log_id)

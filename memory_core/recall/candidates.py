@@ -1,0 +1,177 @@
+"""Candidates: the rows recall can return, loaded by id with the visibility rules applied.
+
+Visibility (every query is scoped by tenant as well):
+- beliefs: currently valid, i.e. status active or conflict and ``valid_from <= now <
+  valid_to``; with ``as_of`` the ones valid at that world time, superseded ones included
+  (what was true then); never invalidated or pending_review, never past ``expires_at``;
+- episodes: not archived (unless asked), not expired, and with ``as_of`` not after it;
+- turns: not covered by an archived episode (unless asked), with ``as_of`` not after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("belief", "episode", "turn")
+
+
+@dataclass
+class Candidate:
+    """One row under consideration, with its rank in each list that found it."""
+
+    kind: str
+    row_id: int
+    uid: str
+    text: str
+    occurred_at: str | None
+    session_id: str | None = None
+    tier: str | None = None
+    confidence: float | None = None
+    status: str | None = None
+    turn_uids: tuple[str, ...] = ()
+    subject_id: str | None = None
+    object_entity_id: str | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+    components: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.row_id)
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.kind}:{self.uid}"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who and when: the tenant, the reference time, ``as_of`` and the archive switch."""
+
+    tenant: str
+    now: str  # stored-time text (memory_core.clock.to_db)
+    as_of: str | None = None
+    include_archive: bool = False
+
+    @property
+    def at(self) -> str:
+        return self.as_of or self.now
+
+
+def belief_filter(scope: Scope, alias: str = "b") -> tuple[str, list[Any]]:
+    """SQL condition (and its parameters) for a belief visible in ``scope``."""
+    statuses = "('active', 'conflict', 'superseded')" if scope.as_of else "('active', 'conflict')"
+    sql = (f"{alias}.tenant = ? AND {alias}.status IN {statuses} AND {alias}.valid_from <= ? "
+           f"AND ({alias}.valid_to IS NULL OR {alias}.valid_to > ?) "
+           f"AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
+    return sql, [scope.tenant, scope.at, scope.at, scope.now]
+
+
+def episode_filter(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
+    """SQL condition (and its parameters) for an episode visible in ``scope``."""
+    sql = f"{alias}.tenant = ? AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)"
+    params: list[Any] = [scope.tenant, scope.now]
+    if not scope.include_archive:
+        sql += f" AND {alias}.tier != 'archive'"
+    if scope.as_of:
+        sql += f" AND {alias}.occurred_at <= ?"
+        params.append(scope.as_of)
+    return sql, params
+
+
+def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
+    """SQL condition (and its parameters) for a raw turn visible in ``scope``."""
+    sql = f"{alias}.tenant = ?"
+    params: list[Any] = [scope.tenant]
+    if not scope.include_archive:  # an archived episode's turns stay out of recall too
+        sql += (f" AND NOT EXISTS (SELECT 1 FROM episode_turns et JOIN episodes ae ON "
+                f"ae.id = et.episode_id WHERE et.turn_id = {alias}.id AND ae.tier = 'archive')")
+    if scope.as_of:
+        sql += f" AND {alias}.occurred_at <= ?"
+        params.append(scope.as_of)
+    return sql, params
+
+
+FILTERS = {"belief": belief_filter, "episode": episode_filter, "turn": turn_filter}
+TABLES = {"belief": "beliefs", "episode": "episodes", "turn": "turns"}
+ALIASES = {"belief": "b", "episode": "e", "turn": "t"}
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def load(conn: Any, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
+    """Visible rows of ``kind`` among ``ids`` (others are silently absent).
+
+    ``NOT INDEXED`` keeps the lookup on the primary key: otherwise the planner may prefer the
+    tenant index and scan every row of the tenant.
+    """
+    ids = list(dict.fromkeys(int(i) for i in ids))
+    if not ids:
+        return {}
+    if kind == "belief":
+        return _load_beliefs(conn, scope, ids)
+    if kind == "episode":
+        return _load_episodes(conn, scope, ids)
+    return _load_turns(conn, scope, ids)
+
+
+def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+    cond, params = belief_filter(scope)
+    rows = conn.execute(
+        "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
+        "b.subject_id, b.object_entity_id, t.session_id FROM beliefs b NOT INDEXED "
+        "LEFT JOIN turns t ON t.tenant = b.tenant AND t.turn_uid = b.turn_uid "
+        f"WHERE b.id IN ({_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
+    return {r[0]: Candidate(
+        kind="belief", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], confidence=r[4],
+        status=r[5], turn_uids=(r[6],) if r[6] else (), subject_id=r[7],
+        object_entity_id=r[8], session_id=r[9]) for r in rows}
+
+
+def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+    cond, params = episode_filter(scope)
+    rows = conn.execute(
+        "SELECT e.id, e.episode_uid, e.text, e.occurred_at, e.session_id, e.tier, e.importance "
+        f"FROM episodes e NOT INDEXED WHERE e.id IN ({_marks(len(ids))}) AND {cond}",
+        [*ids, *params]).fetchall()
+    found = {r[0]: Candidate(
+        kind="episode", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], session_id=r[4],
+        tier=r[5], confidence=min(1.0, max(0.0, float(r[6])))) for r in rows}
+    for episode_id, uids in episode_turn_uids(conn, list(found)).items():
+        found[episode_id].turn_uids = uids
+    return found
+
+
+def episode_turn_uids(conn: Any, episode_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """The turn pointers of each episode, in turn order."""
+    if not episode_ids:
+        return {}
+    out: dict[int, list[str]] = {}
+    for episode_id, uid in conn.execute(
+            "SELECT et.episode_id, t.turn_uid FROM episode_turns et JOIN turns t "
+            f"ON t.id = et.turn_id WHERE et.episode_id IN ({_marks(len(episode_ids))}) "
+            "ORDER BY et.episode_id, t.session_id, t.idx", list(episode_ids)):
+        out.setdefault(episode_id, []).append(uid)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _load_turns(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+    cond, params = turn_filter(scope)
+    rows = conn.execute(
+        "SELECT t.id, t.turn_uid, t.speaker, t.text, t.occurred_at, t.session_id FROM turns t "
+        f"NOT INDEXED WHERE t.id IN ({_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
+    return {r[0]: Candidate(
+        kind="turn", row_id=r[0], uid=r[1], text=f"{r[2]}: {r[3]}", occurred_at=r[4],
+        session_id=r[5], turn_uids=(r[1],)) for r in rows}
+
+
+def merge(pool: dict[tuple[str, int], Candidate], list_name: str,
+          ranked: Iterable[Candidate]) -> None:
+    """Add a ranked list to the pool: rank 1 is the best of the list."""
+    for rank, cand in enumerate(ranked, start=1):
+        existing = pool.setdefault(cand.key, cand)
+        existing.ranks.setdefault(list_name, rank)

@@ -1,0 +1,83 @@
+"""The recall log in ``memory_ops.db``: why each candidate was kept or dropped.
+
+A row holds the query's sha256 digest (never the query), the strategy, and JSON of ids,
+ranks, components and decisions (never memory text). It is written and trimmed to the last
+``keep`` rows of the tenant in one transaction. The ids of recalled episodes are what a
+worker later uses to reinforce them: the chat process never writes the state db.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import atomic
+from memory_core.recall.candidates import Candidate
+
+
+def candidate_entry(cand: Candidate, reason: str, handle: int | None) -> dict[str, Any]:
+    return {
+        "id": cand.item_id, "kind": cand.kind, "handle": handle,
+        "lists": dict(cand.ranks), "score": round(cand.score, 6),
+        "components": {k: round(v, 6) for k, v in cand.components.items()},
+        "decision": reason.split(":", 1)[0], "reason": reason,
+        "turn_uids": list(cand.turn_uids),
+    }
+
+
+def build_explanation(ranked: Sequence[Candidate], reasons: dict[tuple[str, int], str],
+                      kept: Sequence[Candidate], **facts: Any) -> dict[str, Any]:
+    """The JSON body of a recall_log row."""
+    handles = {c.key: i for i, c in enumerate(kept, start=1)}
+    return {
+        **facts,
+        "recalled": [c.item_id for c in kept],
+        "candidates": [candidate_entry(c, reasons.get(c.key, "dropped"), handles.get(c.key))
+                       for c in ranked],
+    }
+
+
+def write_recall_log(conn: Any, tenant: str, query_digest: str, strategy: str,
+                     explanation: dict[str, Any], keep: int) -> int:
+    """Append one explanation and keep only the tenant's newest ``keep``; returns its id."""
+    body = json.dumps(explanation, separators=(",", ":"), sort_keys=True)
+    with atomic(conn):
+        cur = conn.execute(
+            "INSERT INTO recall_log (tenant, query_digest, at, strategy, explanation) "
+            "VALUES (?, ?, ?, ?, ?)", (tenant, query_digest, to_db(utcnow()), strategy, body))
+        log_id = int(cur.lastrowid)
+        conn.execute(
+            "DELETE FROM recall_log WHERE tenant = ? AND id <= (SELECT id FROM recall_log "
+            "WHERE tenant = ? ORDER BY id DESC LIMIT 1 OFFSET ?)", (tenant, tenant, int(keep)))
+    return log_id
+
+
+def recalls_of(conn: Any, tenant: str, item_id: str, limit: int = 10) -> list[dict[str, Any]]:
+    """The tenant's latest logged recalls that considered ``item_id``, newest first."""
+    pattern = '%"id":"' + item_id.replace("\\", "\\\\").replace("%", "\\%").replace(
+        "_", "\\_") + '"%'
+    out = []
+    for log_id, at, digest, body in conn.execute(
+            "SELECT id, at, query_digest, explanation FROM recall_log WHERE tenant = ? AND "
+            "explanation LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT ?",
+            (tenant, pattern, int(limit))):
+        entry = next((c for c in json.loads(body)["candidates"] if c["id"] == item_id), None)
+        if entry is not None:
+            out.append({"log_id": log_id, "at": at, "query_digest": digest, **entry})
+    return out
+
+
+def last_log(conn: Any, tenant: str, log_id: int | None = None) -> dict[str, Any] | None:
+    """One logged recall (the newest by default) as a dict."""
+    sql = "SELECT id, at, query_digest, strategy, explanation FROM recall_log WHERE tenant = ?"
+    params: list[Any] = [tenant]
+    if log_id is not None:
+        sql += " AND id = ?"
+        params.append(int(log_id))
+    row = conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone()
+    if row is None:
+        return None
+    return {"log_id": row[0], "at": row[1], "query_digest": row[2], "strategy": row[3],
+            **json.loads(row[4])}

@@ -1,0 +1,104 @@
+"""``mnemo memory explain``: why a memory exists, what it counts as, how recall used it.
+
+Reads the state db (the row and its provenance) and the ops db (the recall log). The answer
+holds ids, times, statuses and scores; the memory's own text only as the row's ``text``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.recall.explain import recalls_of
+from memory_core.validate import check_ident
+
+_COUNTS_AS = {
+    "active": "a currently valid belief: recalled, and counted in its entities",
+    "conflict": "a belief in conflict with a more trusted one: recalled with uncertainty",
+    "superseded": "history: it was valid until valid_to; recalled only with as_of",
+    "invalidated": "withdrawn: kept for the record, never recalled",
+    "pending_review": "waiting for review: stored, never recalled",
+}
+_TIERS = {
+    "working": "an episode of the current chat session: recalled, favoured by tier",
+    "recent": "a recent episode: recalled",
+    "long_term": "a long-term episode: recalled",
+    "archive": "archived: kept, not recalled unless asked",
+}
+
+
+def split_item_id(item_id: object) -> tuple[str | None, str]:
+    """``belief:<uid>`` -> ("belief", uid); a bare uid -> (None, uid)."""
+    if not isinstance(item_id, str) or not item_id:
+        raise InvalidInputError("item id must be text like belief:b_..., episode:ep_... or "
+                                "turn:<turn_uid>")
+    kind, sep, uid = item_id.partition(":")
+    if sep and kind in ("belief", "episode", "turn"):
+        return kind, check_ident(uid, "item id")
+    return None, check_ident(item_id, "item id")
+
+
+def _belief(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT belief_uid, subject_id, predicate, object_text, object_entity_id, text, "
+        "valid_from, valid_to, recorded_at, retired_at, status, source, confidence, turn_uid, "
+        "expires_at FROM beliefs WHERE tenant = ? AND belief_uid = ?", (tenant, uid)).fetchone()
+    if row is None:
+        return None
+    keys = ("uid", "subject_id", "predicate", "object_text", "object_entity_id", "text",
+            "valid_from", "valid_to", "recorded_at", "retired_at", "status", "source",
+            "confidence", "turn_uid", "expires_at")
+    out = dict(zip(keys, row, strict=True))
+    out["why"] = (f"extracted by the {out['source']} source from turn {out['turn_uid']}"
+                  if out["turn_uid"] else f"written by the {out['source']} source")
+    out["counts_as"] = _COUNTS_AS.get(out["status"], out["status"])
+    return {"kind": "belief", **out}
+
+
+def _episode(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT id, episode_uid, session_id, tier, text, occurred_at, importance, access_count,"
+        " last_access_at, created_at, expires_at FROM episodes WHERE tenant = ? AND "
+        "episode_uid = ?", (tenant, uid)).fetchone()
+    if row is None:
+        return None
+    keys = ("id", "uid", "session_id", "tier", "text", "occurred_at", "importance",
+            "access_count", "last_access_at", "created_at", "expires_at")
+    out = dict(zip(keys, row, strict=True))
+    turns = [r[0] for r in conn.execute(
+        "SELECT t.turn_uid FROM episode_turns et JOIN turns t ON t.id = et.turn_id WHERE "
+        "et.episode_id = ? ORDER BY t.idx", (out.pop("id"),))]
+    out.update(turn_uids=turns, why=f"recorded from turn(s) {', '.join(turns) or '-'}",
+               counts_as=_TIERS.get(out["tier"], out["tier"]))
+    return {"kind": "episode", **out}
+
+
+def _turn(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
+    row = conn.execute("SELECT turn_uid, session_id, idx, speaker, occurred_at, text FROM turns "
+                       "WHERE tenant = ? AND turn_uid = ?", (tenant, uid)).fetchone()
+    if row is None:
+        return None
+    out = dict(zip(("uid", "session_id", "index", "speaker", "occurred_at", "text"), row,
+                   strict=True))
+    out.update(why="the raw words of a chat turn, verbatim",
+               counts_as="transcript: recalled by keyword only when memory has nothing")
+    return {"kind": "turn", **out}
+
+
+def explain_item(state: Any, ops: Any, tenant: str, item_id: str,
+                 recent: int = 10) -> dict[str, Any]:
+    """The row behind ``item_id``, why it exists, what it counts as, and its latest recalls.
+
+    Raises NotFoundError when the tenant has no such memory.
+    """
+    kind, uid = split_item_id(item_id)
+    finders = {"belief": _belief, "episode": _episode, "turn": _turn}
+    for name in [kind] if kind else list(finders):
+        found = finders[name](state, tenant, uid)
+        if found is not None:
+            full_id = f"{name}:{uid}"
+            found["id"] = full_id
+            found["recalls"] = recalls_of(ops, tenant, full_id, limit=recent)
+            return found
+    raise NotFoundError(f"no memory {item_id!r} in tenant {tenant!r}: use an id shown by "
+                        "`mnemo recall` (belief:..., episode:..., turn:...)")

@@ -1,0 +1,163 @@
+"""Memory.recall on real SQLite files: lists, handles, pointers, as_of, tenants, degradation,
+the explanation log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_core import Budget, Memory
+from memory_core.db import open_state
+from memory_core.db.stores import Database
+from memory_core.embedders import HashEmbedder
+from memory_core.embedders.factory import make_embedder
+from memory_core.recall import RecallStrategy
+from memory_core.recall.search import TermStats, selective_terms
+from memory_core.settings import Settings
+from memory_core.vectors import VectorIndex
+from tests.helpers.recall_seed import Seeder
+
+
+@pytest.fixture
+def seeded(settings: Settings) -> Iterator[tuple[Seeder, Database]]:
+    db = open_state(settings)
+    seeder = Seeder(db.conn, VectorIndex(make_embedder(settings)))
+    seeder.tenant("acme")
+    yield seeder, db
+    db.close()
+
+
+@pytest.fixture
+def mem(settings: Settings, seeded: tuple[Seeder, Database]) -> Iterator[Memory]:
+    m = Memory.open(settings)
+    yield m
+    m.close()
+
+
+def test_recall_finds_episodes_and_beliefs_with_handles_and_pointers(seeded, mem) -> None:
+    seeder, _ = seeded
+    seeder.entity("acme", "ana", "Ana")
+    uid = seeder.turn("acme", "Ana moved to Lisbon last spring and loves the trams")
+    seeder.turn("acme", "We talked about sourdough bread recipes")
+    seeder.belief("acme", "ana", "lives_in", "Lisbon", turn_uid=uid, subject_name="Ana")
+    result = mem.recall("Where does Ana live now?", tenant="acme")
+    assert result.items, result
+    assert [i.handle for i in result.items] == list(range(1, len(result.items) + 1))
+    kinds = {i.kind for i in result.items}
+    assert {"belief", "episode"} <= kinds
+    top = result.items[0]
+    assert uid in top.turn_uids and "rrf" in top.components
+    assert not result.keyword_only
+    assert result.to_dict()["items"][0]["label"] == "[1]"
+
+
+def test_budget_truncates_items_and_tokens(seeded, mem) -> None:
+    seeder, _ = seeded
+    for i in range(12):
+        seeder.turn("acme", f"garden note {i}: tomatoes and basil " + "x" * (40 * i))
+    assert len(mem.recall("garden tomatoes", tenant="acme", budget=3)) == 3
+    small = mem.recall("garden tomatoes", tenant="acme", budget=Budget(items=50, tokens=60))
+    assert 1 <= len(small) < 12
+    assert sum(len(i.text) for i in small.items) / 4 <= 60
+
+
+def test_as_of_returns_what_was_valid_across_a_supersession(seeded, mem) -> None:
+    seeder, _ = seeded
+    seeder.entity("acme", "ana", "Ana")
+    moved = datetime(2024, 6, 1, tzinfo=UTC)
+    seeder.belief("acme", "ana", "lives_in", "Berlin", subject_name="Ana",
+                  valid_from=datetime(2023, 1, 1, tzinfo=UTC), valid_to=moved,
+                  status="superseded")
+    seeder.belief("acme", "ana", "lives_in", "Lisbon", subject_name="Ana", valid_from=moved)
+    def texts(**kw) -> list[str]:
+        return [i.text for i in mem.recall("Ana lives in", tenant="acme", **kw).items
+                if i.kind == "belief"]
+    assert texts() == ["Ana lives in Lisbon"]
+    assert texts(as_of=datetime(2024, 3, 1, tzinfo=UTC)) == ["Ana lives in Berlin"]
+    assert texts(as_of="2024-07-01T00:00:00Z") == ["Ana lives in Lisbon"]
+    assert texts(as_of="2022-01-01T00:00:00Z") == []
+
+
+def test_invalidated_and_pending_beliefs_and_archived_episodes_are_not_recalled(seeded,
+                                                                                 mem) -> None:
+    seeder, _ = seeded
+    seeder.belief("acme", "user", "likes", "zucchini soup", status="invalidated")
+    seeder.belief("acme", "user", "likes", "zucchini bread", status="pending_review")
+    seeder.turn("acme", "zucchini harvest notes", tier="archive")
+    assert len(mem.recall("zucchini", tenant="acme")) == 0
+
+
+def test_session_bias_prefers_the_callers_chat(seeded, mem) -> None:
+    seeder, _ = seeded
+    seeder.turn("acme", "the meeting is on thursday", session="a")
+    seeder.turn("acme", "the meeting is on thursday", session="b")
+    for session in ("a", "b"):
+        top = mem.recall("meeting thursday", tenant="acme", session_id=session).items[0]
+        assert top.session_id == session and top.components["session"] == 1.0
+
+
+def test_turn_fts_is_the_fallback_when_memory_has_nothing(seeded, mem, settings) -> None:
+    _, db = seeded
+    db.conn.execute("INSERT INTO turns (tenant, turn_uid, session_id, idx, speaker, "
+                    "occurred_at, text, recorded_at) VALUES ('acme', 'raw1', 's', 1, 'user', "
+                    "'2024-01-01T00:00:00.000000Z', 'only in the transcript: kumquat', "
+                    "'2024-01-01T00:00:00.000000Z')")
+    result = mem.recall("kumquat", tenant="acme")
+    assert result.used_turn_fallback
+    assert [i.item_id for i in result.items] == ["turn:raw1"]
+
+
+def test_embedder_mismatch_gives_keyword_only_with_a_flag(seeded, settings) -> None:
+    seeder, _ = seeded
+    seeder.turn("acme", "the blue bicycle is in the garage")
+    with Memory.open(settings, embedder=HashEmbedder(dim=64)) as other:
+        result = other.recall("blue bicycle", tenant="acme")
+    assert result.keyword_only and "mismatch" in result.degraded_reason
+    assert result.items and all("episode_dense" not in i.components for i in result.items)
+
+
+def test_a_broken_vector_table_gives_keyword_only(seeded, mem) -> None:
+    seeder, db = seeded
+    seeder.turn("acme", "the red kayak is at the lake")
+    db.conn.execute("DROP TABLE episodes_vec_g1")
+    dense_even_with_hash = RecallStrategy().with_(dense_with_keyword_embedder=True)
+    result = mem.recall("red kayak", tenant="acme", strategy=dense_even_with_hash)
+    assert result.keyword_only and "vector index" in result.degraded_reason
+    assert result.items
+
+
+def test_explanation_log_is_bounded_and_never_holds_the_query(settings, seeded) -> None:
+    seeder, _ = seeded
+    seeder.turn("acme", "secret plans about the zeppelin")
+    settings = Settings.from_env({}, data_dir=settings.data_dir, recall_log_keep=5)
+    query = "zeppelin plans xyzzy-unique-query"
+    with Memory.open(settings) as m:
+        for _ in range(8):
+            result = m.recall(query, tenant="acme")
+        m.recall("other tenant query", tenant="default")
+        conn = m.ops_db.conn
+        assert conn.execute("SELECT count(*) FROM recall_log WHERE tenant='acme'"
+                            ).fetchone()[0] == 5
+        rows = conn.execute("SELECT query_digest, strategy, explanation FROM recall_log"
+                            ).fetchall()
+        assert result.log_id is not None
+        raw_open = b"".join(p.read_bytes() for p in settings.data_dir.glob("memory_ops.db*"))
+    assert all("xyzzy" not in "".join(r) for r in rows)
+    raw = raw_open + settings.ops_db_path.read_bytes()
+    assert b"xyzzy" not in raw and b"secret plans" not in raw
+
+
+def test_a_word_in_every_memory_of_a_tenant_is_its_stopword(seeded, mem) -> None:
+    seeder, _ = seeded
+    for i in range(120):
+        seeder.turn("acme", f"Caroline: note {i} about the weather and tea")
+    target = seeder.turn("acme", "Caroline: the violin lesson moved to friday")
+    result = mem.recall("When is Caroline's violin lesson?", tenant="acme", budget=3)
+    assert target in result.items[0].turn_uids
+    conn = mem.state_db.conn
+    assert selective_terms(conn, TermStats(), "episodes", ("caroline", "violin"), 5000,
+                           "acme", 0.2) == (("violin",), False)
+    assert selective_terms(conn, TermStats(), "episodes", ("caroline",), 5000, "acme",
+                           0.2) == (("caroline",), True)

@@ -1,0 +1,59 @@
+"""Recall over memory written by the workers' real write path, and the `mnemo recall` CLI."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from click.testing import CliRunner
+
+from memory_core import Memory, format_untrusted_block, pipeline
+from memory_core.db import open_state
+from memory_core.embedders.factory import make_embedder
+from memory_core.settings import Settings
+from memory_core.tenants import create_tenant
+from memory_core.turns import TurnInput
+from memory_core.vectors import VectorIndex
+
+TURNS = [
+    (datetime(2024, 1, 5, tzinfo=UTC), "I live in Berlin."),
+    (datetime(2024, 3, 9, tzinfo=UTC), "My sister Hana plays the cello."),
+    (datetime(2024, 6, 1, tzinfo=UTC), "I live in Lisbon now."),
+]
+
+
+def _write(settings: Settings) -> None:
+    db = open_state(settings)
+    index = VectorIndex(make_embedder(settings))
+    create_tenant(db.conn, "acme")
+    for i, (at, text) in enumerate(TURNS):
+        pipeline.process_turn(db, index, TurnInput("acme", "s1", f"u{i}", "user", text, at))
+    db.close()
+
+
+def test_recall_over_the_write_path_follows_supersession(settings: Settings) -> None:
+    _write(settings)
+    with Memory.open(settings) as mem:
+        now = mem.recall("where do I live", tenant="acme")
+        then = mem.recall("where do I live", tenant="acme", as_of="2024-03-01T00:00:00Z")
+        block = format_untrusted_block(now)
+    beliefs = [i.text for i in now.items if i.kind == "belief"]
+    assert "user lives in Lisbon" in beliefs and "user lives in Berlin" not in beliefs
+    assert [i.text for i in then.items if i.kind == "belief"] == ["user lives in Berlin"]
+    assert all("u2" not in i.turn_uids for i in then.items)  # not yet said at that time
+    assert "[1] (" in block and "Lisbon" in block
+
+
+def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
+    from scripts.cli import main
+
+    _write(settings)
+    monkeypatch.setenv("MNEMO_DATA_DIR", str(settings.data_dir))
+    result = CliRunner().invoke(main, ["recall", "cello sister", "--tenant", "acme", "--json",
+                                       "--explain"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["items"][0]["turn_uids"] == ["u1"]
+    assert data["explanation"]["candidates"][0]["decision"] == "kept"
+    bad = CliRunner().invoke(main, ["recall", "x" * 5000, "--tenant", "acme"])
+    assert bad.exit_code == 1 and "MNEMO_MAX_QUERY_CHARS" in bad.output
