@@ -46,9 +46,15 @@ def true_counts(conn: Any, tenant: str,
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
-def stored_counts(conn: Any, tenant: str) -> dict[str, tuple[int, int]]:
-    rows = conn.execute("SELECT entity_id, belief_count, graph_degree FROM entities "
-                        "WHERE tenant = ?", (tenant,)).fetchall()
+def stored_counts(conn: Any, tenant: str,
+                  entity_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
+    sql = "SELECT entity_id, belief_count, graph_degree FROM entities WHERE tenant = ?"
+    args: list[Any] = [tenant]
+    if entity_ids is not None:
+        ids = sorted(set(entity_ids))
+        sql += f" AND entity_id IN ({','.join('?' * len(ids))})"
+        args.extend(ids)
+    rows = conn.execute(sql, args).fetchall()
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
@@ -58,7 +64,7 @@ def recount(conn: Any, tenant: str, entity_ids: Iterable[str] | None = None) -> 
     Returns how many entities had a wrong count. Call inside a transaction.
     """
     truth = true_counts(conn, tenant, entity_ids)
-    stored = stored_counts(conn, tenant)
+    stored = stored_counts(conn, tenant, truth if entity_ids is not None else None)
     wrong = [(b, d, tenant, e) for e, (b, d) in truth.items() if stored.get(e) != (b, d)]
     if wrong:
         conn.executemany("UPDATE entities SET belief_count = ?, graph_degree = ? "

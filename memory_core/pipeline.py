@@ -5,10 +5,10 @@ written in the same transaction as its effect, so a redelivered message changes 
 - ``extract_and_apply`` — run an extractor on a recorded turn, apply the beliefs;
 - ``anchor_turn`` — the ego anchors of the turn's subjects (already done at write time; the
   job is a cheap, idempotent re-check);
-- ``micro_consolidate`` — fold duplicate working episodes, re-resolve the touched subjects'
-  slots, recount their entities;
+- ``micro_consolidate`` — fold duplicate working episodes, re-resolve the turn's belief slots
+  (or every slot of the given subjects), recount their entities;
 - ``process_turn`` / ``process_turns`` — all of it for one turn or a batch, embedding first
-  and then writing in one short transaction (what the benchmark and the demo use).
+  and then writing in one short transaction (what ``bench/write_path.py`` uses).
 
 Each returns ids, counts and action names for the worker's audit row; never memory text.
 """
@@ -210,29 +210,53 @@ def _slots(conn: Any, tenant: str, subjects: Sequence[str]) -> list[tuple[str, s
     return out
 
 
+def _turn_slots(conn: Any, tenant: str, turn_uid: str) -> list[tuple[str, str, str]]:
+    """The slots the turn's beliefs are in (not every slot of their subjects: the hub's
+    grow with the whole history, and a turn only touched its own)."""
+    rows = conn.execute("SELECT DISTINCT subject_id, predicate, object_norm FROM beliefs "
+                        "WHERE tenant = ? AND turn_uid = ? ORDER BY 1, 2, 3",
+                        (tenant, turn_uid)).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def _touched_entities(conn: Any, tenant: str, slots: Sequence[tuple[str, str, str]],
+                      turn_uid: str | None) -> set[str]:
+    subjects = sorted({s for s, _, _ in slots})
+    if turn_uid is not None:
+        where, args = "turn_uid = ?", [turn_uid]
+    else:
+        where, args = f"subject_id IN ({','.join('?' * len(subjects))})", subjects
+    objects = {r[0] for r in conn.execute(
+        f"SELECT DISTINCT object_entity_id FROM beliefs WHERE tenant = ? AND {where} AND "
+        "object_entity_id IS NOT NULL", (tenant, *args))}
+    return set(subjects) | {HUB} | objects
+
+
 def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, session_id: str,
                       subject_ids: Sequence[str] | None = None,
                       turn_uid: str | None = None) -> ConsolidationReport:
-    """Fold near-duplicate working episodes of the session, re-resolve the touched subjects'
-    belief slots and recount their entities. Naturally idempotent (a rerun finds nothing)."""
+    """Fold near-duplicate working episodes of the session, re-resolve the touched belief
+    slots and recount their entities. Naturally idempotent (a rerun finds nothing).
+
+    Touched: with ``subject_ids``, every slot of those subjects; else with ``turn_uid``, the
+    slots of that turn's beliefs (cost independent of history length); else none.
+    """
     conn = state_db.conn
     require_tenant(conn, tenant)
-    if subject_ids is None:
-        subject_ids = _subjects_of_turn(conn, tenant, turn_uid) if turn_uid else []
-    subjects = sorted(set(subject_ids))
     with atomic(conn):
         index.ensure(conn)
         tx = WriteTx(conn, index, tenant, to_db(utcnow()), Embeds(index))
         merged = episodes.merge_duplicates(tx, session_id)
-        slots = _slots(conn, tenant, subjects)
+        if subject_ids is not None:
+            slots = _slots(conn, tenant, sorted(set(subject_ids)))
+        else:
+            slots = _turn_slots(conn, tenant, turn_uid) if turn_uid else []
         for subject, predicate, object_norm in slots:
             resolve(tx, subject, predicate, object_norm)
         changed = len(tx.outbox) - 2 * merged
         tx.flush()
-        touched = set(subjects) | {HUB} | {r[0] for r in conn.execute(
-            "SELECT DISTINCT object_entity_id FROM beliefs WHERE tenant = ? AND subject_id IN "
-            f"({','.join('?' * len(subjects))}) AND object_entity_id IS NOT NULL",
-            (tenant, *subjects))}
+        touched = _touched_entities(conn, tenant, slots,
+                                    turn_uid if subject_ids is None else None)
         fixed = counts.recount(conn, tenant, touched)
     return ConsolidationReport(tenant, session_id, merged, len(slots), max(changed, 0), fixed)
 

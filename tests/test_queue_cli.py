@@ -15,10 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from memory_core.brokers import make_broker
+from memory_core.db import open_state
 from memory_core.jobs import build_message
 from memory_core.settings import Settings
+from memory_core.tenants import create_tenant
 from scripts.cli import main
 from tests.conftest import REPO
+from tests.helpers.post_turn import record_messages, turn
 from tests.helpers.queue_env import RedisServer, wait_for
 
 pytest_plugins = ("tests.helpers.queue_fixtures",)
@@ -91,9 +94,11 @@ def test_mnemo_worker_runs_a_pool_and_stops_cleanly_on_sigterm(tmp_path: Path) -
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")},
            "MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "warning"}
     settings = Settings.from_env(env)
+    state = open_state(settings)
+    create_tenant(state.conn, "t1")
     broker = make_broker(settings)
-    for i in range(20):
-        broker.enqueue(build_message("ship_changes", tenant=f"t{i}"))
+    for message in record_messages(settings, [turn(i) for i in range(20)]):
+        broker.enqueue(message)
     log = open(tmp_path / "pool.log", "wb")  # noqa: SIM115
     pool = subprocess.Popen(
         [sys.executable, "-c", "from scripts.cli import main; main()", "worker",
@@ -103,6 +108,10 @@ def test_mnemo_worker_runs_a_pool_and_stops_cleanly_on_sigterm(tmp_path: Path) -
         children = wait_for(lambda: len(_children(pool.pid)) >= 2 and _children(pool.pid), 30)
         wait_for(lambda: all(s.ready == s.delayed == s.in_flight == 0
                              for s in broker.queue_stats()), 30)
+        # The messages were recorded, not just taken off the queue.
+        assert state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 20
+        assert state.conn.execute("SELECT count(*) FROM beliefs").fetchone()[0] > 0
+        assert all(s.dead == 0 for s in broker.queue_stats())
         pool.send_signal(signal.SIGTERM)
         assert pool.wait(30) == 0, (tmp_path / "pool.log").read_text()[-3000:]
     finally:
@@ -110,5 +119,6 @@ def test_mnemo_worker_runs_a_pool_and_stops_cleanly_on_sigterm(tmp_path: Path) -
             pool.kill()
         log.close()
         broker.close()
+        state.close()
     # Every child (the workers, and multiprocessing's resource tracker) is gone too.
     wait_for(lambda: not any(Path(f"/proc/{c}").exists() for c in children), 10)

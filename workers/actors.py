@@ -1,65 +1,93 @@
 """The actors: one thin Dramatiq actor per job of the contract (``memory_core.jobs``).
 
-``declare_actors(broker)`` declares them on an explicit broker (see ``workers.entry`` for why
-not ``@dramatiq.actor`` at import). Name, queue, priority, retries, backoff, time limit and
-age limit all come from the job, so the contract and the workers cannot drift; a test checks
-that every job has exactly one actor on the same queue.
+``declare_actors(broker, context)`` declares them on an explicit broker (see
+``workers.entry`` for why not ``@dramatiq.actor`` at import). Name, queue, priority, retries,
+backoff, time limit and age limit all come from the job, so the contract and the workers
+cannot drift; a test checks that every job has exactly one actor on the same queue.
+
+An actor runs its step (``workers.steps``) with the process's context, hands the step's
+mutations to the Audit middleware (``workers.audit.report``) and then enqueues the step's
+follow-up jobs, after the effect committed. A follow-up's message id is derived from the
+parent message's id and the job, so a redelivered parent re-sends the same follow-up
+messages: the embedded broker ignores an id that is still waiting, and the audit rows of a
+re-run follow-up are ignored as duplicates.
 
 Actors let errors raise: Retries retries them with backoff and dead-letters after the last
-retry. Every actor is idempotent (the work they call writes its idempotency key in the same
-transaction as its effect), since delivery is at least once.
-
-Phase 1 scaffold: the post-turn work lives in ``memory_core.pipeline`` (the write-path
-issue). Until it provides the job's function, a post-turn message fails with
-``PipelineNotInstalled``,
-which is declared in ``throws=``: the message goes straight to the dead letters, where
-``mnemo queue requeue`` picks it up once the pipeline is installed. Nothing is lost.
+retry. Bad input (``InvalidInputError``, which includes an unknown tenant) and configuration
+errors (a mirror without a sink) cannot get better by retrying: they are in ``throws=`` and
+go straight to the dead letters (``mnemo queue requeue`` replays them once fixed).
 """
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import dramatiq
-from dramatiq import Actor, Broker
+from dramatiq import Actor, Broker, Message
+from dramatiq.middleware import CurrentMessage
 
-from memory_core.errors import MnemoError
-from memory_core.jobs import JOBS, Job
+from memory_core.errors import ConfigurationError, InvalidInputError
+from memory_core.jobs import JOBS, Job, build_message
+from workers.audit import report
+from workers.context import LazyContext
+from workers.steps import STEPS, StepResult
 
+NON_RETRYABLE: tuple[type[Exception], ...] = (InvalidInputError, ConfigurationError)
 
-class PipelineNotInstalled(MnemoError):
-    """``memory_core.pipeline`` (the post-turn functions) is not part of this install."""
-
-
-def _pipeline_step(name: str) -> Callable[..., Any]:
-    try:
-        step = getattr(importlib.import_module("memory_core.pipeline"), name, None)
-    except ModuleNotFoundError:
-        step = None
-    if step is None:
-        raise PipelineNotInstalled(
-            f"job {name} needs memory_core.pipeline.{name}, which this install lacks: upgrade "
-            "mnemo, then run `mnemo queue requeue` to replay the dead-lettered messages")
-    return step  # type: ignore[no-any-return]
+_FOLLOW_UP_NS = uuid.UUID("5d0c1a52-3f0e-4e8b-9a55-6d6e656d6f21")
 
 
-def _post_turn_actor(job: Job) -> Callable[..., None]:
+def follow_up_id(parent_id: str, job: str) -> str:
+    """The id of the follow-up ``job`` of message ``parent_id`` (the same on every
+    redelivery of the parent)."""
+    return str(uuid.uuid5(_FOLLOW_UP_NS, f"{parent_id}/{job}"))
+
+
+def follow_up_message(parent_id: str | None, job: str, kwargs: dict[str, Any]) -> Message[Any]:
+    """The follow-up ``job`` message; a fresh id when there is no parent message."""
+    message = build_message(job, **kwargs)
+    if parent_id is None:
+        return message
+    return dataclasses.replace(message, message_id=follow_up_id(parent_id, job))
+
+
+def _current_message_id() -> str | None:
+    message = CurrentMessage.get_current_message()
+    return None if message is None else str(message.message_id)
+
+
+def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
+              broker: Broker) -> Callable[..., None]:
     def run(**kwargs: Any) -> None:
-        _pipeline_step(job.name)(**kwargs)
+        ctx = context.get()
+        result = step(ctx, **kwargs)
+        report(ctx.ops, result.audit)
+        parent = _current_message_id()
+        for name, payload in result.follow_ups:
+            broker.enqueue(follow_up_message(parent, name, payload))
 
     run.__name__ = run.__qualname__ = job.name
     run.__doc__ = job.doc
     return run
 
 
-def declare_actors(broker: Broker) -> dict[str, Actor[Any, Any]]:
-    """Declare one actor per job on ``broker``; return them by name. Idempotent per broker
-    (declaring again replaces the actors by name)."""
+def declare_actors(broker: Broker, context: LazyContext | None = None
+                   ) -> dict[str, Actor[Any, Any]]:
+    """Declare one actor per job on ``broker``; return them by name.
+
+    ``context``: the worker context the actors share (default: built from the environment
+    on the first message). Idempotent per broker (declaring again replaces the actors).
+    """
+    context = context or LazyContext()
     actors = {}
     for job in JOBS.values():
-        fn = _post_turn_actor(job)
-        actors[job.name] = dramatiq.actor(fn, broker=broker, throws=(PipelineNotInstalled,),
+        step = STEPS.get(job.name)
+        if step is None:
+            raise ValueError(f"job {job.name} has no step in workers.steps: add one")
+        fn = _actor_fn(job, step, context, broker)
+        actors[job.name] = dramatiq.actor(fn, broker=broker, throws=NON_RETRYABLE,
                                           **job.actor_options())
     return actors

@@ -29,6 +29,7 @@ from memory_core.brokers import make_broker, make_relay
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
+from workers.context import LazyContext
 from workers.middleware import install_log_redaction, worker_middleware
 
 log = structlog.get_logger("mnemo.worker")
@@ -37,16 +38,22 @@ DEFAULT_GRACE_S = 30.0
 
 
 def build_worker_broker(settings: Settings, *,
-                        declare: Callable[[Any], Any] = declare_actors,
+                        declare: Callable[[Any], Any] | None = None,
+                        context: LazyContext | None = None,
                         **broker_options: Any) -> Any:
     """The configured broker with the worker middleware and the actors declared on it.
 
-    ``broker_options`` go to ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms,
-    maintenance_interval_s). Raises StoreError / ConfigurationError from the factory.
+    ``declare`` replaces the post-turn actors (tests); ``context`` is the worker context they
+    share (default: built from ``settings`` on the first message). ``broker_options`` go to
+    ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms, maintenance_interval_s).
+    Raises StoreError / ConfigurationError from the factory.
     """
     broker = make_broker(settings, middleware=worker_middleware(), **broker_options)
     dramatiq.set_broker(broker)
-    declare(broker)
+    if declare is not None:
+        declare(broker)
+    else:
+        declare_actors(broker, context or LazyContext(settings))
     return broker
 
 
@@ -83,11 +90,15 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def run_worker_process(settings: Settings, threads: int,
-                       grace_s: float = DEFAULT_GRACE_S) -> None:
+def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAULT_GRACE_S,
+                       broker_options: dict[str, Any] | None = None) -> None:
     """The body of one worker process (``workers.pool`` starts N of these)."""
     configure_logging(settings)
     install_log_redaction()
     stop = stop_on_signals()
-    broker = build_worker_broker(settings)
-    serve(settings, broker, stop, threads=threads, grace_s=grace_s)
+    context = LazyContext(settings)
+    broker = build_worker_broker(settings, context=context, **(broker_options or {}))
+    try:
+        serve(settings, broker, stop, threads=threads, grace_s=grace_s)
+    finally:
+        context.close()

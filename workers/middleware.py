@@ -4,8 +4,10 @@
 binds the message's context before anything else runs and, as ``after_*`` hooks run in
 reverse, writes the summary line after Retries has decided between retry and dead letter.
 Retry policy and time limits are Dramatiq's own middleware, driven by each job's options
-(``memory_core.jobs``). Memory text never reaches a log: context is ids only, and Dramatiq's
-own log lines are redacted to ``actor[message_id]`` (``install_log_redaction``).
+(``memory_core.jobs``). ``Audit`` (``workers.audit``) comes last, so its ``after_*`` hook runs
+first: it writes the audit rows the actor reported, once the actor returned. Memory text
+never reaches a log: context is ids only, and Dramatiq's own log lines are redacted to
+``actor[message_id]`` (``install_log_redaction``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from dramatiq.middleware import (
     SkipMessage,
     TimeLimit,
 )
+
+from workers.audit import Audit
 
 log = structlog.get_logger("mnemo.worker")
 
@@ -103,7 +107,7 @@ class AgeOut(Middleware):
 def worker_middleware() -> list[Middleware]:
     """The middleware of a worker broker, in order (see the module docstring)."""
     return [LogContext(), AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
-            Pipelines(), Retries(), CurrentMessage()]
+            Pipelines(), Retries(), CurrentMessage(), Audit()]
 
 
 def _redacted(arg: Any) -> Any:

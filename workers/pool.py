@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 import structlog
 
@@ -33,8 +34,10 @@ class WorkerPool:
     """Starts, supervises and stops the worker processes."""
 
     def __init__(self, settings: Settings, *, processes: int, threads: int,
-                 grace_s: float = DEFAULT_GRACE_S) -> None:
+                 grace_s: float = DEFAULT_GRACE_S,
+                 broker_options: dict[str, Any] | None = None) -> None:
         self.settings = settings
+        self.broker_options = dict(broker_options or {})  # e.g. a Redis namespace (bench)
         self.processes = processes
         self.threads = threads
         self.grace_s = grace_s
@@ -44,7 +47,8 @@ class WorkerPool:
 
     def _spawn(self) -> BaseProcess:
         proc = self._ctx.Process(target=run_worker_process, name="mnemo-worker",
-                                 args=(self.settings, self.threads, self.grace_s))
+                                 args=(self.settings, self.threads, self.grace_s),
+                                 kwargs={"broker_options": self.broker_options})
         proc.start()
         log.info("worker_process_started", pid=proc.pid)
         return proc

@@ -37,7 +37,7 @@ from dramatiq.errors import ConnectionClosed, DecodeError, QueueJoinTimeout, Que
 from memory_core.brokers import embedded_sql as sql
 from memory_core.brokers.base import stored_message
 from memory_core.brokers.embedded_admin import EmbeddedAdmin
-from memory_core.db.sqlite import atomic, sqlite_module
+from memory_core.db.sqlite import atomic, sqlite_module, write_lock
 from memory_core.db.stores import Database
 from memory_core.errors import BrokerError
 
@@ -64,7 +64,8 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
 
     def __init__(self, path: Path | str, *, lease_seconds: float = 60.0,
                  busy_timeout_ms: int = 5000, middleware: list[Any] | None = None,
-                 poll_max_ms: int = 100, keeper_interval_s: float | None = None) -> None:
+                 poll_max_ms: int = 100, keeper_interval_s: float | None = None,
+                 background_checkpoint: bool = False) -> None:
         super().__init__(middleware=middleware)
         self.path = Path(path)
         self.lease_seconds = float(lease_seconds)
@@ -72,9 +73,13 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         self.keeper_interval_s = keeper_interval_s or max(0.2, min(self.lease_seconds / 4, 5.0))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
         self.queues: set[str] = set()  # type: ignore[assignment]
-        self.db = Database(self.path, "ops", busy_timeout_ms=busy_timeout_ms)
+        # background_checkpoint (the chat side's enqueuer): an enqueue never pays for a WAL
+        # checkpoint; a thread of this broker checkpoints instead (``_Checkpointer``).
+        self.db = Database(self.path, "ops", busy_timeout_ms=busy_timeout_ms,
+                           autocheckpoint=not background_checkpoint)
         self.db.migrate()
         self.db.require_current()
+        self._checkpointer = _Checkpointer(self.db) if background_checkpoint else None
         self._wakeups: dict[str, threading.Event] = {}
         self._keeper: _LeaseKeeper | None = None
         self._lock = threading.Lock()
@@ -111,14 +116,18 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         eta = now + (delay or 0) / 1000
         self.emit_before("enqueue", msg, delay)
         try:
-            self.db.conn.execute(sql.ENQUEUE, (msg.message_id, msg.queue_name, msg.actor_name,
-                                               msg.encode(), eta, now))
+            conn = self.db.conn
+            with write_lock(conn):
+                conn.execute(sql.ENQUEUE, (msg.message_id, msg.queue_name, msg.actor_name,
+                                           msg.encode(), eta, now))
         except _db_error() as e:
             raise BrokerError(
                 f"cannot enqueue {msg.actor_name} into {self.path} ({type(e).__name__}): check "
                 "the disk and that no process holds a long write lock on the ops database"
             ) from e
         self.emit_after("enqueue", msg, delay)
+        if self._checkpointer is not None:
+            self._checkpointer.note_write()
         wakeup = self._wakeups.get(msg.queue_name)
         if wakeup is not None and not delay:
             wakeup.set()
@@ -153,6 +162,8 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
             keeper, self._keeper = self._keeper, None
         if keeper is not None:
             keeper.stop()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         try:
             released = self.db.conn.execute(sql.RELEASE_OWNER, (self.owner,)).rowcount
             if released:
@@ -182,10 +193,14 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         return rows
 
     def _ack(self, row_id: int, attempts: int) -> None:
-        self.db.conn.execute(sql.ACK, (row_id, attempts, self.owner))
+        conn = self.db.conn
+        with write_lock(conn):
+            conn.execute(sql.ACK, (row_id, attempts, self.owner))
 
     def _bury(self, row_id: int, attempts: int, error: str | None, body: bytes | None) -> None:
-        self.db.conn.execute(sql.BURY, (time.time(), error, body, row_id, attempts, self.owner))
+        conn = self.db.conn
+        with write_lock(conn):
+            conn.execute(sql.BURY, (time.time(), error, body, row_id, attempts, self.owner))
 
     def _release(self, deliveries: list[tuple[int, int]]) -> None:
         if deliveries:
@@ -196,8 +211,9 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         """Renew this process's leases, then free expired ones; return how many expired."""
         conn = self.db.conn
         now = time.time()
-        conn.execute(sql.RENEW, (now + self.lease_seconds, self.owner))
-        return len(conn.execute(sql.RECLAIM, (now,)).fetchall())
+        with write_lock(conn):
+            conn.execute(sql.RENEW, (now + self.lease_seconds, self.owner))
+            return len(conn.execute(sql.RECLAIM, (now,)).fetchall())
 
 
 class _Delivery(MessageProxy):
@@ -240,8 +256,14 @@ class _EmbeddedConsumer(Consumer):
                     return self.__next__()
         except _db_error() as e:
             raise ConnectionClosed(e) from e
-        self.misses = min(self.misses + 1, 16)
-        self.wakeup.wait(min(self.max_wait_ms, 2 ** self.misses) / 1000)
+        if room <= 0:
+            # Prefetch is full, which is not an empty queue: no backoff. A worker thread's
+            # ack (``_done``) wakes us as soon as there is room.
+            wait_ms = self.max_wait_ms
+        else:
+            self.misses = min(self.misses + 1, 16)
+            wait_ms = min(self.max_wait_ms, 2 ** self.misses)
+        self.wakeup.wait(wait_ms / 1000)
         self.wakeup.clear()
         return None
 
@@ -260,6 +282,7 @@ class _EmbeddedConsumer(Consumer):
     def _done(self, message: Any) -> None:
         with self.lock:
             self.outstanding.discard((message.row_id, message.attempts))
+        self.wakeup.set()  # room to fetch again (worker threads ack, not the consumer thread)
 
     def ack(self, message: Any) -> None:
         try:
@@ -315,3 +338,42 @@ class _LeaseKeeper(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=5)
+
+
+class _Checkpointer(threading.Thread):
+    """Checkpoints the WAL of a database whose writer connections do not (PASSIVE: never
+    blocks them), at most every ``interval_s`` and only after writes. Started on the first
+    write; a failure is logged and retried on the next round."""
+
+    def __init__(self, db: Database, interval_s: float = 0.5) -> None:
+        super().__init__(name="mnemo-wal-checkpoint", daemon=True)
+        self.db = db
+        self.interval_s = interval_s
+        self.dirty = threading.Event()
+        self.stopped = threading.Event()
+        self._start_lock = threading.Lock()
+
+    def note_write(self) -> None:
+        self.dirty.set()
+        if self.ident is None:
+            with self._start_lock:
+                if self.ident is None and not self.stopped.is_set():
+                    self.start()
+
+    def run(self) -> None:
+        conn = self.db.connect()  # its own connection, closed on exit
+        try:
+            while not self.stopped.wait(self.interval_s):
+                if self.dirty.is_set():
+                    self.dirty.clear()
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    except _db_error() as e:
+                        log.warning("wal_checkpoint_failed", error=type(e).__name__)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.ident is not None:
+            self.join(timeout=5)

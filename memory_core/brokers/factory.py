@@ -58,12 +58,14 @@ def embedded_path(settings: Settings) -> Path:
 def make_broker(settings: Settings, *, middleware: Sequence[Middleware] = (),
                 namespace: str = "mnemo", lease_seconds: float | None = None,
                 heartbeat_timeout_ms: int | None = None,
-                maintenance_interval_s: float | None = None) -> Any:
+                maintenance_interval_s: float | None = None,
+                background_checkpoint: bool = False) -> Any:
     """The configured broker (``EmbeddedBroker`` or ``MnemoRedisBroker``) with ``middleware``.
 
     Workers pass their middleware stack (``workers.middleware.worker_middleware()``);
-    operators and enqueue-only callers pass none. Raises StoreError when the embedded file
-    cannot be opened.
+    operators and enqueue-only callers pass none. ``background_checkpoint`` (embedded, the
+    chat side): enqueues never run a WAL checkpoint, a thread does. Raises StoreError when
+    the embedded file cannot be opened.
     """
     if settings.broker_kind == "embedded":
         from memory_core.brokers.embedded import EmbeddedBroker
@@ -71,7 +73,8 @@ def make_broker(settings: Settings, *, middleware: Sequence[Middleware] = (),
         return EmbeddedBroker(
             embedded_path(settings), middleware=list(middleware),
             lease_seconds=lease_seconds or settings.queue_lease_seconds,
-            busy_timeout_ms=settings.busy_timeout_ms)
+            busy_timeout_ms=settings.busy_timeout_ms,
+            background_checkpoint=background_checkpoint)
     from memory_core.brokers import redis as redis_mod
 
     return redis_mod.MnemoRedisBroker(
@@ -85,7 +88,7 @@ def make_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
     """The chat side's sender. Redis: a short-timeout client (``MNEMO_REDIS_TIMEOUT_MS``)
     with the spool in ``memory_ops.db`` behind it."""
     if settings.broker_kind == "embedded":
-        return BrokerEnqueuer(make_broker(settings))
+        return BrokerEnqueuer(make_broker(settings, background_checkpoint=True))
     from memory_core.brokers.redis import MnemoRedisBroker, redis_client
     from memory_core.brokers.spool import Spool, SpoolingEnqueuer
     from memory_core.db.stores import open_ops

@@ -23,7 +23,7 @@ from typing import Any
 import redis
 import structlog
 from dramatiq import Message
-from dramatiq.brokers.redis import RedisBroker
+from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis, dq_name, xq_name
 from dramatiq.errors import DecodeError
 from redis.backoff import NoBackoff
@@ -57,6 +57,59 @@ def redis_client(url: str, *, timeout_ms: int | None = None) -> redis.Redis:
                                 retry=Retry(NoBackoff(), 0))
 
 
+FULL_WAIT_S = 0.1  # the longest a consumer whose prefetch is full waits for an ack
+
+
+class _Consumer(_RedisConsumer):  # type: ignore[misc]
+    """Dramatiq's Redis consumer, except that a full prefetch is not an idle queue.
+
+    The stock consumer backs off exponentially (up to the worker timeout) whenever a fetch
+    brings nothing, including when it did not fetch because its prefetch was full, which
+    leaves worker threads idle. Here a full prefetch waits for the next ack (worker threads
+    ack, so the wait ends as soon as there is room) and counts no miss.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._room = threading.Event()
+
+    def __next__(self) -> Any:
+        if not self.message_cache and self.outstanding_message_count >= self.prefetch:
+            self._room.wait(FULL_WAIT_S)
+            self._room.clear()
+            return None
+        return super().__next__()
+
+    def ack(self, message: Any) -> None:
+        super().ack(message)
+        self._room.set()
+
+    def nack(self, message: Any) -> None:
+        super().nack(message)
+        self._room.set()
+
+    def close(self) -> None:
+        """Return the messages fetched but never handed to a worker thread.
+
+        Dramatiq leaves them in this worker's ack set, where only a maintenance pass (once
+        the heartbeat is stale) would find them; a worker that stops cleanly gives them back.
+        """
+        cached, self.message_cache = self.message_cache, []
+        ids = []
+        for data in cached:
+            try:
+                ids.append(Message.decode(data).options["redis_message_id"])
+            except (DecodeError, KeyError, TypeError):
+                continue
+        if ids:
+            try:
+                self.broker.do_requeue(self.queue_name, *ids)
+            except redis.RedisError as e:
+                log.warning("prefetched_requeue_failed", error=type(e).__name__,
+                            count=len(ids))
+        super().close()
+
+
 class MnemoRedisBroker(RedisBroker):
     """RedisBroker + timer-driven maintenance + ``QueueAdmin``.
 
@@ -79,6 +132,10 @@ class MnemoRedisBroker(RedisBroker):
         self.maintenance_interval_s = maintenance_interval_s
         self._maintainer: _Maintainer | None = None
         self._lock = threading.Lock()
+
+    @property
+    def consumer_class(self) -> type[_Consumer]:
+        return _Consumer
 
     def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
         """RedisBroker.enqueue, storing no traceback (see ``stored_message``)."""

@@ -9,6 +9,7 @@ module that can and fails at open, saying what is missing and how to fix it, whe
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import itertools
 import threading
@@ -89,12 +90,52 @@ def _check_fts5(conn: Any) -> None:
     _fts5_checked.add(mod_id)
 
 
-def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False) -> Any:
+_file_locks: dict[str, threading.Lock] = {}
+_file_locks_guard = threading.Lock()
+
+
+def _file_lock(path: Path) -> threading.Lock:
+    key = str(path.resolve())
+    with _file_locks_guard:
+        return _file_locks.setdefault(key, threading.Lock())
+
+
+@functools.cache
+def _connection_class(mod: ModuleType) -> type:
+    class Connection(mod.Connection):  # type: ignore[name-defined,misc]
+        """A DB-API connection that can carry ``write_lock`` (see ``write_lock``)."""
+
+    return Connection
+
+
+@contextlib.contextmanager
+def write_lock(conn: Any) -> Iterator[None]:
+    """Hold this process's lock on the connection's file around a write.
+
+    SQLite's busy handler sleeps at least a millisecond when another connection holds the
+    write lock; threads of one process (worker threads, consumers, the lease keeper) queue on
+    this lock instead and wake as soon as it is free. Other processes still meet SQLite's
+    lock. Waits at most the busy timeout, then goes on without it (never a deadlock).
+    """
+    lock = getattr(conn, "write_lock", None)
+    got = lock.acquire(timeout=getattr(conn, "busy_timeout_s", 5.0)) if lock else False
+    try:
+        yield
+    finally:
+        if got:
+            lock.release()  # type: ignore[union-attr]
+
+
+def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
+            autocheckpoint: bool = True) -> Any:
     """Open ``path`` with mnemo's pragmas and sqlite-vec loaded.
 
     The connection is in autocommit mode: use ``atomic()`` for transactions. ``readonly``
     opens with ``query_only`` (the chat process reads the state db and never writes it).
-    Raises StoreError naming the file and the fix when it cannot be opened.
+    ``autocheckpoint=False``: this connection's commits never run a WAL checkpoint (which
+    copies and fsyncs pages: milliseconds); for a latency-critical writer whose process
+    checkpoints in the background (the chat side's enqueuer). Raises StoreError naming the
+    file and the fix when it cannot be opened.
     """
     mod = sqlite_module()
     path = Path(path)
@@ -102,8 +143,11 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = mod.connect(
             str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
-            check_same_thread=False,
+            check_same_thread=False, factory=_connection_class(mod),
         )
+        if not readonly:
+            conn.write_lock = _file_lock(path)
+            conn.busy_timeout_s = busy_timeout_ms / 1000
     except (OSError, mod.Error) as e:
         raise StoreError(
             f"cannot open SQLite database {path} ({type(e).__name__}): check that the folder "
@@ -121,6 +165,8 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
         conn.execute("PRAGMA foreign_keys = ON")
         if readonly:
             conn.execute("PRAGMA query_only = ON")
+        if not autocheckpoint:
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
     except mod.Error as e:
         conn.close()
         raise StoreError(f"cannot prepare SQLite database {path} ({type(e).__name__}: {e}): "
@@ -155,12 +201,13 @@ def atomic(conn: Any, *, immediate: bool = True) -> Iterator[Any]:
         else:
             conn.execute(f"RELEASE {name}")
         return
-    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-    try:
-        yield conn
-    except BaseException:
-        with contextlib.suppress(Exception):
-            conn.execute("ROLLBACK")
-        raise
-    else:
-        conn.execute("COMMIT")
+    with write_lock(conn) if immediate else contextlib.nullcontext():
+        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")

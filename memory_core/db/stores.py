@@ -20,20 +20,22 @@ class Database:
     """One SQLite file of a known kind (``state`` or ``ops``)."""
 
     def __init__(self, path: Path, kind: str, *, busy_timeout_ms: int = 5000,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, autocheckpoint: bool = True) -> None:
         if kind not in migrations.MIGRATIONS:
             raise ValueError(f"unknown database kind {kind!r}")
         self.path = Path(path)
         self.kind = kind
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
+        self.autocheckpoint = autocheckpoint  # see ``sqlite.connect``
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
 
     def connect(self) -> Any:
         """A new connection with the factory's pragmas (the caller closes it)."""
-        return connect(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=self.readonly)
+        return connect(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=self.readonly,
+                       autocheckpoint=self.autocheckpoint)
 
     @property
     def conn(self) -> Any:

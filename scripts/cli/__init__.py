@@ -8,14 +8,20 @@ from __future__ import annotations
 
 from scripts.cli.app import main
 from scripts.cli.db import db
+from scripts.cli.demo import demo
+from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
+from scripts.cli.recall import recall
 from scripts.cli.tenant import tenant
 from scripts.cli.worker import up, worker
 
 main.add_command(db)
+main.add_command(demo)
+main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)
+main.add_command(recall)
 main.add_command(tenant)
 main.add_command(up)
 main.add_command(worker)

@@ -1,0 +1,163 @@
+"""Helpers for the post-turn tests: a worker context on tmp files, turns, table snapshots,
+and a driver that runs the real actors on captured messages without a worker."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from dramatiq import Message
+from dramatiq.brokers.stub import StubBroker
+from dramatiq.middleware import CurrentMessage
+
+from memory_core.db import open_state
+from memory_core.errors import NotFoundError
+from memory_core.post_turn import turn_message
+from memory_core.settings import Settings
+from memory_core.tenants import create_tenant
+from workers.actors import declare_actors, follow_up_id
+from workers.audit import take_reported
+from workers.context import LazyContext, WorkerContext
+
+T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
+PLACES = ("Lisbon", "Berlin", "Osaka", "Porto")
+TEXTS = ("My name is Sam.", "I live in {place} now.", "My sister Ana works at Acme.",
+         "I have a dog named Rex.", "I really love jazz.", "Ana lives in {place}.",
+         "Can you suggest a quick dinner?", "I have a dog named Rex.")
+
+
+def make_context(data_dir: Path, tenants: tuple[str, ...] = ("t1",), **overrides: Any
+                 ) -> WorkerContext:
+    settings = Settings.from_env({}, data_dir=data_dir, hash_dim=32, **overrides)
+    ctx = WorkerContext.open(settings)
+    for tenant in tenants:
+        create_tenant(ctx.state.conn, tenant)
+    return ctx
+
+
+def turn(i: int, tenant: str = "t1", session: str | None = None) -> dict[str, Any]:
+    """Turn ``i``: six a session (``s0``, ``s1``...) a day apart unless ``session`` is given."""
+    text = TEXTS[i % len(TEXTS)].format(place=PLACES[(i // len(TEXTS)) % len(PLACES)])
+    when = T0 + timedelta(days=i // 6, minutes=i)
+    return {"tenant": tenant, "session_id": session or f"s{i // 6}", "turn_uid": f"u{i:04d}",
+            "speaker": "user", "text": text, "occurred_at": when.isoformat(),
+            "index": i % 6 if session is None else i}
+
+
+def record_messages(settings: Settings, turns: list[dict[str, Any]]) -> list[Message[Any]]:
+    """The record_turn messages ``after_turn`` would send for ``turns``."""
+    state = open_state(settings)
+    try:
+        return [turn_message(state.conn, t) for t in turns]
+    finally:
+        state.close()
+
+
+TABLES: dict[str, str] = {
+    "turns": "SELECT tenant, turn_uid, session_id, idx, speaker, occurred_at, text FROM turns",
+    "episodes": "SELECT e.tenant, e.episode_uid, e.session_id, e.tier, e.text, e.occurred_at, "
+                "e.importance, (SELECT group_concat(t.turn_uid) FROM episode_turns et JOIN "
+                "turns t ON t.id = et.turn_id WHERE et.episode_id = e.id) FROM episodes e",
+    "beliefs": "SELECT tenant, belief_uid, subject_id, predicate, object_text, object_norm, "
+               "object_entity_id, text, valid_from, valid_to, stated_valid_to, status, "
+               "source, confidence, turn_uid, negated FROM beliefs",
+    "entities": "SELECT tenant, entity_id, name, kind, belief_count, graph_degree "
+                "FROM entities",
+}
+
+
+def snapshot(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """The memory tables without row ids and system time (which depend on arrival order)."""
+    return {name: sorted(conn.execute(sql).fetchall(), key=repr)
+            for name, sql in TABLES.items()}
+
+
+@dataclass
+class Driver:
+    """Runs the real actors (``declare_actors``) on messages, without a worker: every
+    message an actor enqueues is captured instead of delivered."""
+
+    ctx: WorkerContext
+    broker: StubBroker = field(default_factory=StubBroker)
+    sent: list[Message[Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        declare_actors(self.broker, LazyContext.of(self.ctx))
+        self.broker.enqueue = self._capture  # type: ignore[method-assign]
+
+    def _capture(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
+        self.sent.append(message)
+        return message
+
+    def deliver(self, message: Message[Any]) -> list[Message[Any]]:
+        """Run one delivery; the follow-ups it enqueued."""
+        before = len(self.sent)
+        token = CurrentMessage._MESSAGE.set(message)
+        try:
+            self.broker.actors[message.actor_name].fn(**message.kwargs)
+        finally:
+            CurrentMessage._MESSAGE.reset(token)
+            take_reported()
+        return self.sent[before:]
+
+    def run_fifo(self, messages: list[Message[Any]]) -> list[Message[Any]]:
+        """A clean run: every message once, follow-ups after their parent; all messages."""
+        queue, seen = list(messages), []
+        while queue:
+            message = queue.pop(0)
+            seen.append(message)
+            queue.extend(self.deliver(message))
+        return seen
+
+
+def replay_twice_shuffled(driver: Driver, messages: list[Message[Any]],
+                          rng: random.Random) -> int:
+    """Deliver every message twice in random order. A message becomes deliverable once its
+    parent was delivered (it does not exist before); one whose turn is not recorded yet
+    fails and is retried later, as Retries would. Returns the deliveries made."""
+    children: dict[str, list[Message[Any]]] = {}
+    for parent, follow in _parents(messages):
+        children.setdefault(parent, []).append(follow)
+    roots = [m for m in messages if m.actor_name == "record_turn"]
+    ready = [m for m in roots for _ in range(2)]
+    released: set[str] = set()
+    deliveries = 0
+    while ready:
+        message = ready.pop(rng.randrange(len(ready)))
+        try:
+            driver.deliver(message)
+        except NotFoundError:
+            ready.append(message)
+            continue
+        deliveries += 1
+        if message.message_id not in released:
+            released.add(message.message_id)
+            ready.extend(c for c in children.get(message.message_id, []) for _ in range(2))
+    return deliveries
+
+
+def _parents(messages: list[Message[Any]]) -> Iterator[tuple[str, Message[Any]]]:
+    by_id = {m.message_id: m for m in messages}
+    for parent in messages:
+        for job in ("extract_beliefs", "ego_anchor", "micro_consolidate", "ship_changes"):
+            child_id = follow_up_id(parent.message_id, job)
+            if child_id in by_id:
+                yield parent.message_id, by_id[child_id]
+
+
+@contextmanager
+def closing(*contexts: WorkerContext) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for ctx in contexts:
+            ctx.close()
+
+
+def counts(conn: Any, *tables: str) -> Callable[[], dict[str, int]]:
+    return lambda: {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}

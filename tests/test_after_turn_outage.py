@@ -1,0 +1,72 @@
+"""A Redis outage with the real pipeline: 1,000 ``after_turn`` calls while the server is
+stopped each return within 50 ms, and once it is back every turn is recorded exactly once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_core import Memory
+from memory_core.brokers import make_relay
+from memory_core.db import open_state
+from memory_core.settings import Settings
+from memory_core.tenants import create_tenant
+from tests.helpers.post_turn import turn
+from tests.helpers.queue_env import RedisServer, running, wait_for
+from workers.context import LazyContext
+from workers.entry import build_worker_broker
+
+pytest_plugins = ("tests.helpers.queue_fixtures",)
+
+TURNS = 1000
+
+
+def _drained(broker) -> bool:
+    return all(s.ready == s.delayed == s.in_flight == 0 for s in broker.queue_stats())
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_a_redis_outage_loses_no_turn_and_never_blocks_the_chat(
+        tmp_path: Path, own_redis: RedisServer) -> None:
+    settings = Settings.from_env({}, data_dir=tmp_path / "data", broker_url=own_redis.url,
+                                 hash_dim=32, log_level="warning")
+    state = open_state(settings)
+    create_tenant(state.conn, "t1")
+    mem = Memory.open(settings)
+    mem.after_turn(turn(TURNS, session="warm"))  # connects; sent directly
+    own_redis.stop()
+    latencies = []
+    for i in range(TURNS):
+        started = time.perf_counter()
+        mem.after_turn(turn(i, session=f"s{i // 50}"))
+        latencies.append(time.perf_counter() - started)
+    assert max(latencies) < 0.050, f"slowest after_turn: {max(latencies) * 1000:.1f} ms"
+    assert state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 0
+
+    own_redis.start()
+    context = LazyContext(settings)
+    broker = build_worker_broker(settings, context=context, heartbeat_timeout_ms=5000,
+                                 maintenance_interval_s=1.0)
+    relay = make_relay(settings, broker, "test-relay", interval_s=0.1)
+    relay.start()
+    try:
+        with running(broker, threads=4):
+            wait_for(lambda: state.conn.execute(
+                "SELECT count(*) FROM turns").fetchone()[0] == TURNS + 1, 120, interval=0.2)
+            wait_for(lambda: _drained(broker), 120, interval=0.2)
+    finally:
+        relay.stop()
+        broker.close()
+        context.close()
+        mem.close()
+    conn = state.conn
+    assert conn.execute("SELECT count(DISTINCT turn_uid) FROM turns").fetchone()[0] == TURNS + 1
+    assert conn.execute("SELECT count(*) FROM applied_jobs WHERE key LIKE 'record_turn:%'"
+                        ).fetchone()[0] == TURNS + 1
+    assert conn.execute("SELECT count(*) FROM applied_jobs WHERE key LIKE 'extract:%'"
+                        ).fetchone()[0] == TURNS + 1
+    assert conn.execute("SELECT count(*) FROM episode_turns").fetchone()[0] == TURNS + 1
+    state.close()

@@ -1,0 +1,88 @@
+"""What the actors of one worker process share: settings, the two databases, the vector
+index (with its embedder), the mirror sinks.
+
+Built once per process, lazily, on the first message (``LazyContext.get``), never at import:
+importing ``workers`` opens nothing, and a process that never gets a message never loads a
+model. Building it migrates both databases forward, loads the embedder and makes sure the
+default tenant (``MNEMO_TENANT``) exists. ``Database`` hands each worker thread its own
+connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memory_core.db.stores import Database, open_ops, open_state
+from memory_core.embedders.factory import make_embedder
+from memory_core.settings import Settings
+from memory_core.shipping import MirrorSink, configured_mirrors, make_sinks
+from memory_core.tenants import create_tenant
+from memory_core.vectors import VectorIndex
+
+
+@dataclass
+class WorkerContext:
+    settings: Settings
+    state: Database
+    ops: Database
+    index: VectorIndex
+
+    @classmethod
+    def open(cls, settings: Settings) -> WorkerContext:
+        """Open both databases (migrating them), load the embedder, create the default
+        tenant. Raises StoreError / EmbedderError / ConfigurationError with the fix."""
+        embedder = make_embedder(settings)
+        embedder.load()
+        state = open_state(settings)
+        ops = open_ops(settings)
+        create_tenant(state.conn, settings.default_tenant)
+        index = VectorIndex(embedder)
+        return cls(settings, state, ops, index)
+
+    @property
+    def mirrors(self) -> tuple[str, ...]:
+        return configured_mirrors(self.settings)
+
+    def sinks(self) -> list[MirrorSink]:
+        return make_sinks(self.settings)
+
+    def close(self) -> None:
+        self.state.close()
+        self.ops.close()
+
+
+class LazyContext:
+    """A ``WorkerContext`` built on first use (thread-safe) and closed with the worker."""
+
+    def __init__(self, settings: Settings | None = None, *,
+                 opener: Callable[[Settings], WorkerContext] = WorkerContext.open) -> None:
+        self._settings = settings
+        self._opener = opener
+        self._context: WorkerContext | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, context: WorkerContext) -> LazyContext:
+        """An already built context (tests, and callers that run actors in-process)."""
+        lazy = cls(context.settings)
+        lazy._context = context
+        return lazy
+
+    def get(self) -> WorkerContext:
+        context = self._context
+        if context is None:
+            with self._lock:
+                if self._context is None:
+                    # No settings given: this process's entry point is the first message.
+                    settings = self._settings or Settings.from_env()
+                    self._context = self._opener(settings)
+                context = self._context
+        return context
+
+    def close(self) -> None:
+        with self._lock:
+            context, self._context = self._context, None
+        if context is not None:
+            context.close()
