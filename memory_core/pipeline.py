@@ -55,7 +55,7 @@ class TurnRecord:
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    record: TurnRecord
+    record: TurnRecord | None  # None: the turn was recorded once and has been deleted since
     belief_ids: list[int]
     actions: dict[str, int] = field(default_factory=dict)
 
@@ -75,9 +75,16 @@ def _as_turn(turn: TurnInput | Mapping[str, Any]) -> TurnInput:
     return turn if isinstance(turn, TurnInput) else TurnInput.from_dict(turn)
 
 
-def _record(tx: WriteTx, t: CheckedTurn) -> TurnRecord:
+def _record(tx: WriteTx, t: CheckedTurn) -> TurnRecord | None:
+    """Record the turn and its episode; None when it was recorded once and deleted since.
+
+    The idempotency key outlives a verified delete, so a redelivered message never brings a
+    deleted turn back.
+    """
+    claimed = _claim(tx.conn, _key("record_turn", t.tenant, t.turn_uid), tx.now)
+    if not claimed and get_turn(tx.conn, t.tenant, t.turn_uid) is None:
+        return None
     turn_id, created = insert_turn(tx.conn, t)
-    _claim(tx.conn, _key("record_turn", t.tenant, t.turn_uid), tx.now)
     episode_id, ep_uid, _ = episodes.add_turn_episode(
         tx, turn_id, t.turn_uid, t.session_id, t.speaker, t.text, t.occurred_at)
     return TurnRecord(t.tenant, t.turn_uid, turn_id, t.session_id, episode_id, ep_uid, created)
@@ -122,8 +129,12 @@ def _prepare(conn: Any, index: VectorIndex, work: Iterable[tuple[CheckedTurn, li
 
 def record_turn_and_episode(state_db: Database, index: VectorIndex,
                             turn: TurnInput | Mapping[str, Any], *,
-                            max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> TurnRecord:
-    """Record the raw turn and its episode in one transaction (idempotent on turn_uid)."""
+                            max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> TurnRecord | None:
+    """Record the raw turn and its episode in one transaction (idempotent on turn_uid).
+
+    Returns None for a turn that was recorded and then deleted (a redelivery): nothing is
+    written again.
+    """
     conn = state_db.conn
     t = check_turn(_as_turn(turn), max_turn_chars)
     require_tenant(conn, t.tenant)
@@ -134,6 +145,12 @@ def record_turn_and_episode(state_db: Database, index: VectorIndex,
         record = _record(tx, t)
         tx.flush()
     return record
+
+
+def _was_deleted(conn: Any, tenant: str, turn_uid: str) -> bool:
+    claimed = conn.execute("SELECT 1 FROM applied_jobs WHERE key = ?",
+                           (_key("record_turn", tenant, turn_uid),)).fetchone()
+    return claimed is not None and get_turn(conn, tenant, turn_uid) is None
 
 
 def _recorded(conn: Any, tenant: str, turn_uid: str) -> tuple[int, CheckedTurn]:
@@ -153,6 +170,8 @@ def extract_and_apply(state_db: Database, index: VectorIndex, tenant: str, turn_
     """
     conn = state_db.conn
     require_tenant(conn, tenant)
+    if _was_deleted(conn, tenant, turn_uid):
+        return []  # recorded, then deleted: nothing to extract, and nothing to retry
     turn_id, t = _recorded(conn, tenant, turn_uid)
     checked, rejected = candidates_for(extractor, t)
     embeds = _prepare(conn, index, [(t, checked)])
@@ -293,6 +312,9 @@ def process_turns(state_db: Database, index: VectorIndex,
             tx = txs.setdefault(t.tenant, WriteTx(conn, index, t.tenant, now, embeds))
             before = dict(tx.actions)
             record = _record(tx, t)
+            if record is None:
+                outcomes.append(TurnOutcome(None, []))
+                continue
             ids = _apply(tx, record.turn_id, t, checked, rejected, name)
             delta = {k: v - before.get(k, 0) for k, v in tx.actions.items() if v != before.get(k)}
             outcomes.append(TurnOutcome(record, ids, delta))

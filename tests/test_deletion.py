@@ -53,6 +53,19 @@ def test_deleting_a_turn_leaves_no_byte_of_it(store) -> None:
     assert scan_for(store.conn, b"Jazz")
 
 
+def test_a_redelivered_turn_does_not_bring_a_deleted_turn_back(store) -> None:
+    from memory_core.pipeline import extract_and_apply, record_turn_and_episode
+
+    delete_memory(store.conn, store.index, "t1", "turn", "u1")
+    before = row_counts(store.conn)
+    again = TurnInput("t1", "s1", "u1", "user", f"I love {SECRET}.", day(1))
+    assert record_turn_and_episode(store.db, store.index, again) is None
+    assert extract_and_apply(store.db, store.index, "t1", "u1", extractor=extractor) == []
+    assert process_turns(store.db, store.index, [again], extractor=extractor)[0].record is None
+    assert row_counts(store.conn) == before
+    assert scan_for(store.conn, b"Zorblaxian") == []
+
+
 def test_deleting_a_belief_reopens_nothing_it_should_not(store) -> None:
     uid = store.conn.execute("SELECT belief_uid FROM beliefs WHERE object_text = 'Jazz'"
                              ).fetchone()[0]

@@ -39,6 +39,8 @@ def record_turn(ctx: WorkerContext, tenant: str, turn: Mapping[str, Any]) -> Ste
         raise InvalidInputError("record_turn: the turn's tenant must equal the message's tenant")
     rec = pipeline.record_turn_and_episode(ctx.state, ctx.index, turn,
                                            max_turn_chars=ctx.settings.max_turn_chars)
+    if rec is None:  # recorded once and deleted since: a redelivery must not revive it
+        return StepResult()
     entry = AuditEntry(rec.tenant, "turn_recorded", "turn", rec.turn_uid, {
         "turn_id": rec.turn_id, "episode_id": rec.episode_id, "session_id": rec.session_id,
         "created": rec.created})
@@ -48,8 +50,8 @@ def record_turn(ctx: WorkerContext, tenant: str, turn: Mapping[str, Any]) -> Ste
 
 def extract_beliefs(ctx: WorkerContext, tenant: str, turn_uid: str) -> StepResult:
     """Extract the turn's beliefs and apply them; then anchor, consolidate and ship."""
-    ids = pipeline.extract_and_apply(ctx.state, ctx.index, tenant, turn_uid)  # NotFoundError:
-    row = get_turn(ctx.state.conn, tenant, turn_uid)  # retried (a deleted turn dead-letters)
+    ids = pipeline.extract_and_apply(ctx.state, ctx.index, tenant, turn_uid)  # NotFoundError
+    row = get_turn(ctx.state.conn, tenant, turn_uid)  # (not recorded yet) is retried
     if row is None:  # deleted since the extraction committed: nothing left to follow up
         return StepResult()
     audit = [AuditEntry(tenant, "belief_applied", "belief", str(belief_id),
