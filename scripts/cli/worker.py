@@ -39,8 +39,9 @@ def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -
 
     Runs until SIGTERM or Ctrl-C; then each process finishes its in-flight messages (up to
     --grace seconds), returns the rest to the queue and exits. A process that dies is
-    restarted. Start as many pools on as many hosts as you like against Redis; on the
-    embedded broker, run them on the machine that holds MNEMO_DATA_DIR.
+    restarted. Memory lives in the SQLite files of MNEMO_DATA_DIR, so run the workers of
+    one data directory on the machine that holds it (with either broker; Redis lets chat
+    processes on other hosts enqueue, and spools while it is down).
 
     Example:
 
