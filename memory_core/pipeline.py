@@ -120,7 +120,7 @@ def _prepare(conn: Any, index: VectorIndex, work: Iterable[tuple[CheckedTurn, li
     embeds = Embeds(index)
     texts: list[str] = []
     for t, checked in work:
-        texts.append(episodes.episode_text(t.speaker, t.text))
+        texts.append(episodes.episode_text(t.speaker, t.text, t.occurred_at))
         for c in checked:
             texts.extend(predicted_texts(conn, t.tenant, c, t.speaker))
     embeds.prepare(texts)

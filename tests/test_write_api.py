@@ -11,6 +11,7 @@ import pytest
 from memory_core import counts
 from memory_core.beliefs import BeliefInput, invalidate_belief, mutate_belief
 from memory_core.ego_anchor import backfill_ego_anchors
+from memory_core.episodes import episode_text
 from memory_core.pipeline import (
     anchor_turn,
     extract_and_apply,
@@ -174,8 +175,10 @@ def test_turns_are_stored_verbatim_and_idempotent(store) -> None:
     again = record_turn_and_episode(store.db, store.index, _turn("v1", text, 0))
     assert first.created and not again.created and first.episode_id == again.episode_id
     assert store.conn.execute("SELECT text FROM turns").fetchone()[0] == text
-    ep = store.conn.execute("SELECT text, tier FROM episodes").fetchone()
-    assert ep == (f"user: {text}", "working")
+    ep = store.conn.execute("SELECT text, tier, occurred_at FROM episodes").fetchone()
+    # The episode reads "[<day>] <speaker>: <text>"; the text itself is kept as is.
+    assert ep[:2] == (episode_text("user", text, ep[2]), "working")
+    assert ep[0].startswith("[") and ep[0].endswith(f"] user: {text}")
 
 
 def test_a_new_session_moves_working_episodes_to_recent(store) -> None:

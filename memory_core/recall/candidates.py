@@ -33,6 +33,7 @@ class Candidate:
     turn_uids: tuple[str, ...] = ()
     subject_id: str | None = None
     object_entity_id: str | None = None
+    speaker: str | None = None  # who said the (first) turn it comes from
     ranks: dict[str, int] = field(default_factory=dict)
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -123,13 +124,13 @@ def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidat
     cond, params = belief_filter(scope)
     rows = conn.execute(
         "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
-        "b.subject_id, b.object_entity_id, t.session_id FROM beliefs b NOT INDEXED "
+        "b.subject_id, b.object_entity_id, t.session_id, t.speaker FROM beliefs b NOT INDEXED "
         "LEFT JOIN turns t ON t.tenant = b.tenant AND t.turn_uid = b.turn_uid "
         f"WHERE b.id IN ({_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="belief", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], confidence=r[4],
         status=r[5], turn_uids=(r[6],) if r[6] else (), subject_id=r[7],
-        object_entity_id=r[8], session_id=r[9]) for r in rows}
+        object_entity_id=r[8], session_id=r[9], speaker=r[10]) for r in rows}
 
 
 def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
@@ -141,22 +142,26 @@ def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candida
     found = {r[0]: Candidate(
         kind="episode", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], session_id=r[4],
         tier=r[5], confidence=min(1.0, max(0.0, float(r[6])))) for r in rows}
-    for episode_id, uids in episode_turn_uids(conn, list(found)).items():
+    for episode_id, (uids, speaker) in episode_turns(conn, list(found)).items():
         found[episode_id].turn_uids = uids
+        found[episode_id].speaker = speaker
     return found
 
 
-def episode_turn_uids(conn: Any, episode_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
-    """The turn pointers of each episode, in turn order."""
+def episode_turns(conn: Any, episode_ids: Sequence[int],
+                  ) -> dict[int, tuple[tuple[str, ...], str | None]]:
+    """The turn pointers of each episode, in turn order, and the speaker of the first."""
     if not episode_ids:
         return {}
     out: dict[int, list[str]] = {}
-    for episode_id, uid in conn.execute(
-            "SELECT et.episode_id, t.turn_uid FROM episode_turns et JOIN turns t "
+    speakers: dict[int, str | None] = {}
+    for episode_id, uid, speaker in conn.execute(
+            "SELECT et.episode_id, t.turn_uid, t.speaker FROM episode_turns et JOIN turns t "
             f"ON t.id = et.turn_id WHERE et.episode_id IN ({_marks(len(episode_ids))}) "
             "ORDER BY et.episode_id, t.session_id, t.idx", list(episode_ids)):
         out.setdefault(episode_id, []).append(uid)
-    return {k: tuple(v) for k, v in out.items()}
+        speakers.setdefault(episode_id, speaker)
+    return {k: (tuple(v), speakers[k]) for k, v in out.items()}
 
 
 def _load_turns(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
@@ -166,7 +171,7 @@ def _load_turns(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]
         f"NOT INDEXED WHERE t.id IN ({_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="turn", row_id=r[0], uid=r[1], text=f"{r[2]}: {r[3]}", occurred_at=r[4],
-        session_id=r[5], turn_uids=(r[1],)) for r in rows}
+        session_id=r[5], turn_uids=(r[1],), speaker=r[2]) for r in rows}
 
 
 def merge(pool: dict[tuple[str, int], Candidate], list_name: str,

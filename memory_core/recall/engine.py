@@ -20,11 +20,11 @@ import structlog
 from memory_core.clock import ensure_utc, from_db, parse_iso, to_db, utcnow
 from memory_core.db.sqlite import sqlite_module
 from memory_core.errors import EmbedderError, InvalidInputError
-from memory_core.recall import context, graph, search
+from memory_core.recall import context, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load, merge
 from memory_core.recall.explain import build_explanation
 from memory_core.recall.fusion import Budget, apply_budget, diversify, score_all
-from memory_core.recall.query import PreparedQuery, prepare_query
+from memory_core.recall.query import PreparedQuery, names, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import RecallStrategy
 from memory_core.tenants import validate_tenant
@@ -52,6 +52,16 @@ class RecallRun:
     timings: dict[str, float] = field(default_factory=dict)
     ppr: dict[Any, float] = field(default_factory=dict)
     stats: search.TermStats | None = None
+    vector: np.ndarray | None = None
+
+    def rank(self, ppr: dict[Any, float] | None = None) -> list[Candidate]:
+        """The pool scored and sorted, best first (``ppr``: the walk's scores, default the
+        run's)."""
+        pool = list(self.pool.values())
+        speakers = names(self.query.text, {c.speaker for c in pool})
+        return score_all(pool, self.strategy, reference=from_db(self.scope.at),
+                         ppr_scores=self.ppr if ppr is None else ppr,
+                         session_id=self.session_id, time=self.query.time, speakers=speakers)
 
     def add(self, list_name: str, fetch: Callable[[], list[Candidate]], *,
             dense: bool = False) -> None:
@@ -144,29 +154,54 @@ def _gather(run: RecallRun) -> None:
             name = f"{kind}_dense"
             run.add(name, lambda k=kind, n=name: search.dense(
                 conn, run.index, k, scope, vector, strat.k_for(n)), dense=True)
+    run.vector = vector
     if len(run.pool) < strat.turn_fallback_below:
         run.used_turn_fallback = True
         run.add("turn_fts", lambda: fts("turn", "turn_fts"))
     if strat.ppr_enabled and strat.k_for("graph") > 0:
         _walk(run, entities)
+    if strat.feedback_seeds > 0:
+        _feedback(run)
     if strat.k_for("neighbour") > 0 and strat.weight_for("neighbour") > 0:
         _neighbours(run)
 
 
 def _neighbours(run: RecallRun) -> None:
-    ranked = score_all(list(run.pool.values()), run.strategy, reference=from_db(run.scope.at),
-                       ppr_scores=run.ppr, session_id=run.session_id, time=run.query.time)
+    ranked = run.rank()
     top = [c for c in ranked if c.kind in ("episode", "turn")][: run.strategy.k_for("neighbour")]
     run.add("neighbour", lambda: [run.pool.get(c.key, c) for c in context.neighbours(
         run.conn, run.scope, top, run.strategy.neighbour_span)])
 
 
+def _feedback(run: RecallRun) -> None:
+    """Second round seeded by the first round's best episodes (recall/feedback.py)."""
+    strat = run.strategy
+    want_fts = strat.k_for("feedback_fts") > 0 and strat.weight_for("feedback_fts") > 0
+    want_dense = (run.vector is not None and strat.k_for("feedback_dense") > 0
+                  and strat.weight_for("feedback_dense") > 0)
+    if not (want_fts or want_dense):
+        return
+    started = time.perf_counter()
+    ranked = run.rank()
+    seeds = [c for c in ranked if c.kind == "episode"][: strat.feedback_seeds]
+    if want_fts:
+        terms = run.query.terms if strat.feedback_query_terms else ()
+        run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
+            run.conn, run.scope, terms, seeds, strat.k_for("feedback_fts"),
+            stats=run.stats, common_df=strat.fts_common_df,
+            local_fraction=strat.fts_tenant_common_fraction)])
+    if want_dense and run.vector is not None:
+        vector = run.vector
+        run.add("feedback_dense", lambda: [run.pool.get(c.key, c) for c in feedback.dense(
+            run.conn, run.index, run.scope, vector, seeds, strat.k_for("feedback_dense"),
+            strat.feedback_beta)], dense=True)
+    run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
+
+
 def _walk(run: RecallRun, entities: list[str]) -> None:
     """Personalised PageRank around the seeds; its best nodes become the ``graph`` list."""
     started = time.perf_counter()
-    reference = from_db(run.scope.at)
-    ranked = score_all(list(run.pool.values()), run.strategy, reference=reference,
-                       ppr_scores={}, session_id=run.session_id, time=run.query.time)
+    ranked = run.rank(ppr={})
     try:
         scores = graph.ego_pagerank(run.conn, run.scope, run.strategy, entities,
                                     ranked[:PPR_SEED_TOP])
@@ -202,8 +237,7 @@ def recall(conn: Any, index: VectorIndex, *, query: object, tenant: object,
     run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
                     stats=stats)
     _gather(run)
-    ranked = score_all(list(run.pool.values()), strategy, reference=from_db(scope.at),
-                       ppr_scores=run.ppr, session_id=run.session_id, time=run.query.time)
+    ranked = run.rank()
     ranked = diversify(ranked, strategy.session_diversity)
     kept, reasons = apply_budget(ranked, budget)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=1))

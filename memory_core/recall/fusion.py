@@ -5,8 +5,9 @@ the candidate of list_weight * (rrf_k + 1) / (rrf_k + rank)`` and every componen
 [0, 1]: ``ppr`` (ego-graph PageRank, scaled to the best node), ``recency`` (half-life decay
 of the age at the reference time), ``confidence`` (a belief's confidence, an episode's
 importance), ``tier`` (episodes: working > recent > long_term > archive), ``session``
-(1 for the caller's chat session) and ``time`` (1 when the memory's date falls in the month
-and year the query names).
+(1 for the caller's chat session), ``time`` (1 when the memory's date falls in the month
+and year the query names) and ``speaker`` (1 when the query names whoever said the turn the
+memory comes from: a question about a participant is mostly answered by what they said).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def _recency(occurred_at: str | None, reference: datetime, half_life_days: float
 
 
 def components(cand: Candidate, strategy: RecallStrategy, *, reference: datetime,
-               ppr: float, session_id: str | None, time: TimeCue) -> dict[str, float]:
+               ppr: float, session_id: str | None, time: TimeCue,
+               speakers: frozenset[str] = frozenset()) -> dict[str, float]:
     """The named components of one candidate (each in [0, 1]) and its RRF term."""
     return {
         "rrf": rrf_term(strategy, cand.ranks),
@@ -69,12 +71,14 @@ def components(cand: Candidate, strategy: RecallStrategy, *, reference: datetime
         "tier": float(strategy.tier_values.get(cand.tier or "", 0.0)),
         "session": 1.0 if session_id is not None and cand.session_id == session_id else 0.0,
         "time": time.matches(cand.occurred_at),
+        "speaker": 1.0 if cand.speaker is not None and cand.speaker in speakers else 0.0,
     }
 
 
 def score_all(pool: Iterable[Candidate], strategy: RecallStrategy, *, reference: datetime,
               ppr_scores: Mapping[Node, float], session_id: str | None,
-              time: TimeCue = NO_TIME) -> list[Candidate]:
+              time: TimeCue = NO_TIME, speakers: frozenset[str] = frozenset(),
+              ) -> list[Candidate]:
     """Set each candidate's components and score; return them best first (ties by id)."""
     top_ppr = max(ppr_scores.values(), default=0.0)
     weights = strategy.component_weights
@@ -82,7 +86,7 @@ def score_all(pool: Iterable[Candidate], strategy: RecallStrategy, *, reference:
     for cand in pool:
         ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
         comps = components(cand, strategy, reference=reference, ppr=ppr, session_id=session_id,
-                           time=time)
+                           time=time, speakers=speakers)
         cand.components = comps
         cand.score = comps["rrf"] + sum(weights.get(name, 0.0) * value
                                         for name, value in comps.items() if name != "rrf")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memory_core.errors import InvalidInputError
@@ -80,6 +81,21 @@ def time_cue(text: str) -> TimeCue:
             months.add(_MONTHS[w])
     years = {int(y) for y in _YEAR_RE.findall(text)}
     return TimeCue(frozenset(months), frozenset(years))
+
+
+def names(text: str, candidates: Iterable[str | None]) -> frozenset[str]:
+    """The ``candidates`` (speaker names) that ``text`` names, as a whole name or by its
+    first word ("Caroline" for "Caroline Smith"); compared case-folded, word by word."""
+    words = _WORD_RE.findall(text.casefold())
+    joined = " " + " ".join(words) + " "
+    out = set()
+    for name in dict.fromkeys(c for c in candidates if c):
+        parts = _WORD_RE.findall(name.casefold())
+        if not parts or parts[0] in STOPWORDS:
+            continue
+        if f" {' '.join(parts)} " in joined or f" {parts[0]} " in joined:
+            out.add(name)
+    return frozenset(out)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,73 @@
+"""Pseudo-relevance feedback: a second search seeded by the best hits of the first.
+
+A question joining several memories ("what do X's kids like?") matches one of them well and
+the others only through what they share with it (a name, a place, a rare word), not with the
+question. So the best ``seeds`` episodes of the first round seed two more lists:
+
+- ``feedback_fts``: bm25 over the seeds' own words (tenant stopwords and very common terms
+  are left out as for any FTS search; the question's terms are kept, so the second round
+  still leans towards the question);
+- ``feedback_dense``: the nearest episodes to the query vector plus ``beta`` times the mean
+  of the seeds' stored vectors (Rocchio), normalised.
+
+The seeds themselves are left out of both lists (they are ranked already). Both lists weigh
+less than the first round's in fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memory_core.recall import search
+from memory_core.recall.candidates import Candidate, Scope
+from memory_core.recall.query import MAX_TERMS, query_terms
+
+
+def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str, ...]:
+    """The query's terms, then the seeds' words (best seed first), at most ``MAX_TERMS``."""
+    words: dict[str, None] = dict.fromkeys(query)
+    for cand in seeds:
+        for w in query_terms(cand.text):
+            if not w.isdigit():  # days and years of the "[8 May 2023]" prefix, counts
+                words.setdefault(w, None)
+    return tuple(words)[:MAX_TERMS]
+
+
+def fts(conn: Any, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
+        *, stats: search.TermStats | None, common_df: int,
+        local_fraction: float) -> list[Candidate]:
+    if not seeds or k <= 0:
+        return []
+    exclude = {c.key for c in seeds}
+    found = search.fts(conn, "episode", scope, seed_terms(query, seeds), k + len(exclude),
+                       stats=stats, common_df=common_df, local_fraction=local_fraction)
+    return [c for c in found if c.key not in exclude][:k]
+
+
+def stored_vectors(conn: Any, table: str | None, ids: Sequence[int]) -> list[np.ndarray]:
+    if table is None or not ids:
+        return []
+    rows = conn.execute(f"SELECT embedding FROM {table} WHERE rowid IN "
+                        f"({','.join('?' * len(ids))})", [int(i) for i in ids]).fetchall()
+    return [np.frombuffer(r[0], dtype=np.float32) for r in rows if r[0] is not None]
+
+
+def dense(conn: Any, index: Any, scope: Scope, vector: np.ndarray, seeds: Sequence[Candidate],
+          k: int, beta: float) -> list[Candidate]:
+    if not seeds or k <= 0:
+        return []
+    table = index._active_table(conn, "episodes")  # the generation being read
+    seen = stored_vectors(conn, table, [c.row_id for c in seeds if c.kind == "episode"])
+    if not seen:
+        return []
+    q = np.asarray(vector, dtype=np.float32)
+    q = q / (np.linalg.norm(q) or 1.0)
+    mean = np.mean(np.stack(seen), axis=0)
+    mixed = q + beta * mean / (np.linalg.norm(mean) or 1.0)
+    mixed = (mixed / (np.linalg.norm(mixed) or 1.0)).astype(np.float32)
+    exclude = {c.key for c in seeds}
+    found = search.dense(conn, index, "episode", scope, mixed, k + len(exclude))
+    return [c for c in found if c.key not in exclude][:k]
