@@ -37,6 +37,7 @@ from dramatiq.errors import ConnectionClosed, DecodeError, QueueJoinTimeout, Que
 from memory_core.brokers import embedded_sql as sql
 from memory_core.brokers.base import stored_message
 from memory_core.brokers.embedded_admin import EmbeddedAdmin
+from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.sqlite import atomic, sqlite_module, write_lock
 from memory_core.db.stores import Database
 from memory_core.errors import BrokerError
@@ -74,12 +75,12 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
         self.queues: set[str] = set()  # type: ignore[assignment]
         # background_checkpoint (the chat side's enqueuer): an enqueue never pays for a WAL
-        # checkpoint; a thread of this broker checkpoints instead (``_Checkpointer``).
+        # checkpoint; a thread of this broker checkpoints instead (``WalCheckpointer``).
         self.db = Database(self.path, "ops", busy_timeout_ms=busy_timeout_ms,
                            autocheckpoint=not background_checkpoint)
         self.db.migrate()
         self.db.require_current()
-        self._checkpointer = _Checkpointer(self.db) if background_checkpoint else None
+        self._checkpointer = WalCheckpointer(self.db) if background_checkpoint else None
         self._wakeups: dict[str, threading.Event] = {}
         self._keeper: _LeaseKeeper | None = None
         self._lock = threading.Lock()
@@ -338,42 +339,3 @@ class _LeaseKeeper(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=5)
-
-
-class _Checkpointer(threading.Thread):
-    """Checkpoints the WAL of a database whose writer connections do not (PASSIVE: never
-    blocks them), at most every ``interval_s`` and only after writes. Started on the first
-    write; a failure is logged and retried on the next round."""
-
-    def __init__(self, db: Database, interval_s: float = 0.5) -> None:
-        super().__init__(name="mnemo-wal-checkpoint", daemon=True)
-        self.db = db
-        self.interval_s = interval_s
-        self.dirty = threading.Event()
-        self.stopped = threading.Event()
-        self._start_lock = threading.Lock()
-
-    def note_write(self) -> None:
-        self.dirty.set()
-        if self.ident is None:
-            with self._start_lock:
-                if self.ident is None and not self.stopped.is_set():
-                    self.start()
-
-    def run(self) -> None:
-        conn = self.db.connect()  # its own connection, closed on exit
-        try:
-            while not self.stopped.wait(self.interval_s):
-                if self.dirty.is_set():
-                    self.dirty.clear()
-                    try:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    except _db_error() as e:
-                        log.warning("wal_checkpoint_failed", error=type(e).__name__)
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.ident is not None:
-            self.join(timeout=5)

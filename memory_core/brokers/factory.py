@@ -91,11 +91,15 @@ def make_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
         return BrokerEnqueuer(make_broker(settings, background_checkpoint=True))
     from memory_core.brokers.redis import MnemoRedisBroker, redis_client
     from memory_core.brokers.spool import Spool, SpoolingEnqueuer
-    from memory_core.db.stores import open_ops
+    from memory_core.db.checkpoint import WalCheckpointer
+    from memory_core.db.stores import Database, open_ops
 
     client = redis_client(str(settings.broker_url), timeout_ms=settings.redis_timeout_ms)
     broker = MnemoRedisBroker(client=client, namespace=namespace, middleware=[])
-    return SpoolingEnqueuer(broker, Spool(open_ops(settings)))
+    open_ops(settings).close()  # create or migrate the schema
+    spool_db = Database(settings.ops_db_path, "ops", busy_timeout_ms=settings.busy_timeout_ms,
+                        autocheckpoint=False)
+    return SpoolingEnqueuer(broker, Spool(spool_db, WalCheckpointer(spool_db)))
 
 
 def make_relay(settings: Settings, broker: Any, holder: str, *,

@@ -24,6 +24,7 @@ import structlog
 from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
+from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.sqlite import atomic, sqlite_module
 from memory_core.db.stores import Database
 from memory_core.errors import BrokerError
@@ -37,8 +38,10 @@ _REDIS_DOWN = (redis.RedisError, OSError)
 class Spool:
     """Encoded messages waiting for Redis, in the ops database's ``spool`` table."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, checkpointer: WalCheckpointer | None = None) -> None:
         self.db = db
+        # The chat side's spool never checkpoints inside a put (see memory_core.db.checkpoint).
+        self.checkpointer = checkpointer
 
     def put(self, message: Message[Any]) -> None:
         """Store ``message`` (idempotent per message id). Raises BrokerError if it cannot."""
@@ -47,6 +50,8 @@ class Spool:
                 "INSERT OR IGNORE INTO spool (message_id, queue_name, body, spooled_at) "
                 "VALUES (?, ?, ?, ?)",
                 (message.message_id, message.queue_name, message.encode(), time.time()))
+            if self.checkpointer is not None:
+                self.checkpointer.note_write()
         except sqlite_module().Error as e:
             raise BrokerError(
                 f"Redis is unreachable and the spool in {self.db.path} cannot be written "
@@ -103,6 +108,8 @@ class SpoolingEnqueuer:
         return message.message_id
 
     def close(self) -> None:
+        if self.spool.checkpointer is not None:
+            self.spool.checkpointer.stop()
         self.spool.db.close()
 
 
