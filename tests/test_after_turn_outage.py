@@ -3,6 +3,7 @@ stopped each return within 50 ms, and once it is back every turn is recorded exa
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -39,11 +40,19 @@ def test_a_redis_outage_loses_no_turn_and_never_blocks_the_chat(
     mem.after_turn(turn(TURNS, session="warm"))  # connects; sent directly
     own_redis.stop()
     latencies = []
-    for i in range(TURNS):
-        started = time.perf_counter()
-        mem.after_turn(turn(i, session=f"s{i // 50}"))
-        latencies.append(time.perf_counter() - started)
-    assert max(latencies) < 0.050, f"slowest after_turn: {max(latencies) * 1000:.1f} ms"
+    # The timing is of after_turn, not of the collector walking the whole test session's heap
+    # (every test module is imported by then): freeze what exists; new garbage still counts.
+    gc.freeze()
+    try:
+        for i in range(TURNS):
+            started = time.perf_counter()
+            mem.after_turn(turn(i, session=f"s{i // 50}"))
+            latencies.append(time.perf_counter() - started)
+    finally:
+        gc.unfreeze()
+    slowest = max(range(TURNS), key=latencies.__getitem__)
+    assert max(latencies) < 0.050, (
+        f"slowest after_turn: call {slowest}, {latencies[slowest] * 1000:.1f} ms")
     assert state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 0
 
     own_redis.start()

@@ -99,6 +99,7 @@ def make_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
     open_ops(settings).close()  # create or migrate the schema
     spool_db = Database(settings.ops_db_path, "ops", busy_timeout_ms=settings.busy_timeout_ms,
                         autocheckpoint=False)
+    spool_db.conn  # noqa: B018 - open now: the first outage must not pay for opening it
     return SpoolingEnqueuer(broker, Spool(spool_db, WalCheckpointer(spool_db)))
 
 
