@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.sqlite import sqlite_module
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder, warn_keyword_grade_once
@@ -52,6 +53,8 @@ class Memory:
         self.settings = settings
         self._state = state
         self._ops = ops
+        # The recall log's writes never pay for a WAL checkpoint on the chat path.
+        self._checkpointer = WalCheckpointer(ops)
         self.embedder = embedder
         self._index = VectorIndex(embedder)
         self._term_stats = TermStats()
@@ -72,7 +75,9 @@ class Memory:
         embedder.load()
         open_state(settings, migrate=True).close()
         state = open_state(settings, migrate=False, readonly=True)
-        ops = open_ops(settings)
+        open_ops(settings).close()  # create or migrate the schema
+        ops = Database(settings.ops_db_path, "ops", busy_timeout_ms=settings.busy_timeout_ms,
+                       autocheckpoint=False)
         warn_keyword_grade_once(embedder)
         return cls(settings, state, ops, embedder)
 
@@ -109,8 +114,11 @@ class Memory:
     def _log(self, result: RecallResult, explanation: dict[str, Any]) -> int | None:
         """Write the explanation; a failure is logged, never raised (recall must answer)."""
         try:
-            return write_recall_log(self._ops.conn, result.tenant, result.query_digest,
-                                    result.strategy, explanation, self.settings.recall_log_keep)
+            log_id = write_recall_log(self._ops.conn, result.tenant, result.query_digest,
+                                      result.strategy, explanation,
+                                      self.settings.recall_log_keep)
+            self._checkpointer.note_write()
+            return log_id
         except sqlite_module().Error as e:
             log.warning("recall_log_failed", tenant=result.tenant, error=type(e).__name__)
             return None
@@ -144,6 +152,7 @@ class Memory:
 
     def close(self) -> None:
         self._sender.close()
+        self._checkpointer.stop()
         self._state.close()
         self._ops.close()
 

@@ -188,7 +188,7 @@ def _feedback(run: RecallRun) -> None:
         terms = run.query.terms if strat.feedback_query_terms else ()
         run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
             run.conn, run.scope, terms, seeds, strat.k_for("feedback_fts"),
-            stats=run.stats, common_df=strat.fts_common_df,
+            stats=run.stats, common_df=strat.feedback_common_df,
             local_fraction=strat.fts_tenant_common_fraction)])
     if want_dense and run.vector is not None:
         vector = run.vector

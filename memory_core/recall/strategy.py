@@ -90,6 +90,10 @@ class RecallStrategy:
     feedback_seeds: int = 4
     feedback_beta: float = 1.0
     feedback_query_terms: bool = True  # feedback_fts searches the query's terms too
+    # The second round ranks fewer rows than the first (its terms are many and broad): the
+    # ``fts_common_df`` budget of the first round, for the second. Binds only on large
+    # tenants (a LoCoMo conversation has ~600 turns), where it keeps recall within budget.
+    feedback_common_df: int = 1_000
     # Each further item of an already placed chat session loses this share of its score.
     session_diversity: float = 0.0
     include_archive: bool = False
