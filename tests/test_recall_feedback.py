@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
-import pytest
-
-from memory_core import Memory
-from memory_core.db import open_state
-from memory_core.db.stores import Database
-from memory_core.embedders.factory import make_embedder
 from memory_core.episodes import episode_text
 from memory_core.recall import feedback
 from memory_core.recall.candidates import Candidate
 from memory_core.recall.query import names
 from memory_core.recall.strategy import DEFAULT, PRESETS
-from memory_core.settings import Settings
-from memory_core.vectors import VectorIndex
-from tests.helpers.recall_seed import Seeder
 
-
-@pytest.fixture
-def seeded(settings: Settings) -> Iterator[tuple[Seeder, Database]]:
-    db = open_state(settings)
-    seeder = Seeder(db.conn, VectorIndex(make_embedder(settings)))
-    seeder.tenant("acme")
-    yield seeder, db
-    db.close()
-
-
-@pytest.fixture
-def mem(settings: Settings, seeded: tuple[Seeder, Database]) -> Iterator[Memory]:
-    m = Memory.open(settings)
-    yield m
-    m.close()
+pytest_plugins = ("tests.helpers.recall_fixtures",)
 
 
 def test_episode_text_carries_the_day() -> None:
