@@ -35,7 +35,7 @@ from memory_core.slots import resolve as resolve_slot
 from memory_core.tenants import require_tenant
 from memory_core.validate import check_ident, check_text, db_time, optional_db_time
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx
+from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 MAX_LABEL_CHARS = 500
 MAX_OBJECT_CHARS = 2_000
@@ -216,11 +216,8 @@ def mutate_belief(conn: Any, index: VectorIndex, tenant: str, belief: BeliefInpu
     require_tenant(conn, tenant)
     checked = check_belief(belief)
     embeds = _prepare(conn, index, tenant, [(checked, speaker)])
-    with atomic(conn):
-        index.ensure(conn)
-        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+    with write_tx(conn, index, tenant, embeds) as tx:
         outcome = apply_in_tx(tx, checked, speaker)
-        tx.flush()
     return outcome
 
 

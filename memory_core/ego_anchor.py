@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.belief_rules import ACTIVE, Resolution, anchor_key, normalize_object, render_text
-from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
 from memory_core.entities import HUB, entity_name
 from memory_core.slots import NewBelief, Row, delete, insert, load_rows
 from memory_core.tenants import require_tenant
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx
+from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 ANCHOR_PREDICATE = "related_to"
 ANCHOR_SOURCE = "system_tool"
@@ -116,10 +114,7 @@ def backfill_ego_anchors(conn: Any, index: VectorIndex, tenant: str) -> Backfill
     candidates = _candidates(conn, tenant)
     embeds = Embeds(index)
     embeds.prepare(anchor_text(conn, tenant, e) for e in candidates)
-    with atomic(conn):
-        index.ensure(conn)
-        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+    with write_tx(conn, index, tenant, embeds) as tx:
         actions = [sync_anchor(tx, e) for e in _candidates(conn, tenant)]
-        tx.flush()
     return BackfillReport(tenant, actions.count("added"), actions.count("removed"),
                           actions.count("moved"))

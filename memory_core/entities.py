@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.belief_rules import anchor_key, normalize_object, render_text
-from memory_core.db.sqlite import atomic
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.hygiene import check_subject, normalize_label
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx
+from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 HUB = "user"
 HUB_KIND = "person"
@@ -175,7 +174,6 @@ def rename_entity(conn: Any, index: VectorIndex, tenant: str, entity_id: str,
     Raises NotFoundError for an unknown entity, InvalidInputError for a bad name or one that
     already names another entity (merge instead).
     """
-    from memory_core.clock import to_db, utcnow  # local: keeps the import list short
     from memory_core.tenants import require_tenant
 
     require_tenant(conn, tenant)
@@ -183,12 +181,9 @@ def rename_entity(conn: Any, index: VectorIndex, tenant: str, entity_id: str,
     old_name = entity_name(conn, tenant, entity_id)
     embeds = Embeds(index)
     embeds.prepare(_texts_after_rename(conn, tenant, entity_id, new_name))
-    with atomic(conn):
-        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
-        index.ensure(conn)
+    with write_tx(conn, index, tenant, embeds) as tx:
         set_name(tx, entity_id, new_name)
         n = len(tx.vec_upserts["beliefs"])
-        tx.flush()
     return RenameResult(tenant, entity_id, old_name, new_name, n)
 
 

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.belief_rules import anchor_key, content_key, count_contribution, render_text
-from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
 from memory_core.ego_anchor import sync_anchor
 from memory_core.entities import HUB, entity_name
 from memory_core.errors import InvalidInputError
 from memory_core.slots import Row, delete, load_rows, resolve
 from memory_core.tenants import require_tenant
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx
+from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 
 @dataclass(frozen=True)
@@ -127,9 +125,6 @@ def merge_entities(conn: Any, index: VectorIndex, tenant: str, from_entity_id: s
     rows = conn.execute("SELECT predicate, object_text, negated FROM beliefs WHERE tenant = ? "
                         "AND subject_id = ?", (tenant, from_entity_id)).fetchall()
     embeds.prepare(render_text(into_name, p, o, bool(n)) for p, o, n in rows)
-    with atomic(conn):
-        index.ensure(conn)
-        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+    with write_tx(conn, index, tenant, embeds) as tx:
         result = merge_in_tx(tx, from_entity_id, into_entity_id)
-        tx.flush()
     return result

@@ -39,7 +39,7 @@ from memory_core.turns import (
     insert_turn,
 )
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx
+from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 
 @dataclass(frozen=True)
@@ -139,11 +139,8 @@ def record_turn_and_episode(state_db: Database, index: VectorIndex,
     t = check_turn(_as_turn(turn), max_turn_chars)
     require_tenant(conn, t.tenant)
     embeds = _prepare(conn, index, [(t, [])])
-    with atomic(conn):
-        index.ensure(conn)
-        tx = WriteTx(conn, index, t.tenant, to_db(utcnow()), embeds)
+    with write_tx(conn, index, t.tenant, embeds) as tx:
         record = _record(tx, t)
-        tx.flush()
     return record
 
 
@@ -175,12 +172,9 @@ def extract_and_apply(state_db: Database, index: VectorIndex, tenant: str, turn_
     turn_id, t = _recorded(conn, tenant, turn_uid)
     checked, rejected = candidates_for(extractor, t)
     embeds = _prepare(conn, index, [(t, checked)])
-    with atomic(conn):
-        index.ensure(conn)
-        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+    with write_tx(conn, index, tenant, embeds) as tx:
         ids = _apply(tx, turn_id, t, checked, rejected,
                      extractor_name(extractor or default_extractor()))
-        tx.flush()
     return ids
 
 
@@ -202,11 +196,8 @@ def anchor_turn(state_db: Database, index: VectorIndex, tenant: str, turn_uid: s
                                         (tenant,))}
     subjects = [s for s in subjects if s in known and s != HUB]
     embeds.prepare(anchor_text(conn, tenant, s) for s in subjects)
-    with atomic(conn):
-        index.ensure(conn)
-        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
+    with write_tx(conn, index, tenant, embeds) as tx:
         actions = [sync_anchor(tx, s) for s in subjects]
-        tx.flush()
     return {a: actions.count(a) for a in ("added", "removed", "moved")}
 
 
@@ -262,7 +253,7 @@ def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, sessi
     """
     conn = state_db.conn
     require_tenant(conn, tenant)
-    with atomic(conn):
+    with atomic(conn):  # explicit: the recount below must see the flushed count deltas
         index.ensure(conn)
         tx = WriteTx(conn, index, tenant, to_db(utcnow()), Embeds(index))
         merged = episodes.merge_duplicates(tx, session_id)

@@ -9,13 +9,16 @@ construction: the outbox rows are flushed by the same transaction that made the 
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import atomic
 from memory_core.vectors import VectorIndex
 
 
@@ -102,3 +105,16 @@ class WriteTx:
         self.outbox.clear()
         self.vec_deletes.clear()
         self.vec_upserts.clear()
+
+
+@contextlib.contextmanager
+def write_tx(conn: Any, index: VectorIndex, tenant: str,
+             embeds: Embeds | None = None) -> Iterator[WriteTx]:
+    """One short write transaction for ``tenant``: the vector index recorded, the rules applied
+    by the caller on the yielded ``WriteTx``, its side rows flushed before commit. Embed first
+    (``embeds``), never inside."""
+    with atomic(conn):
+        index.ensure(conn)
+        tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds or Embeds(index))
+        yield tx
+        tx.flush()
