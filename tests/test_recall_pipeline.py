@@ -57,3 +57,29 @@ def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
     assert data["explanation"]["candidates"][0]["decision"] == "kept"
     bad = CliRunner().invoke(main, ["recall", "x" * 5000, "--tenant", "acme"])
     assert bad.exit_code == 1 and "MNEMO_MAX_QUERY_CHARS" in bad.output
+
+
+def test_memory_explain_and_recollect_cli(settings: Settings, monkeypatch) -> None:
+    from scripts.cli import main
+
+    _write(settings)
+    monkeypatch.setenv("MNEMO_DATA_DIR", str(settings.data_dir))
+    runner = CliRunner()
+    recalled = json.loads(runner.invoke(main, ["recall", "where do I live", "--tenant", "acme",
+                                               "--json"]).stdout)
+    belief = next(i for i in recalled["items"] if i["kind"] == "belief")
+    out = runner.invoke(main, ["memory", "explain", belief["id"], "--tenant", "acme", "--json"])
+    assert out.exit_code == 0, out.output
+    explained = json.loads(out.stdout)
+    assert explained["id"] == belief["id"] and explained["status"] == "active"
+    assert explained["turn_uid"] == "u2" and "currently valid" in explained["counts_as"]
+    assert explained["recalls"], "the recall above is in the recall log"
+    turn = json.loads(runner.invoke(main, ["memory", "explain", "turn:u0", "--tenant", "acme",
+                                           "--json"]).stdout)
+    assert turn["index"] == 0 and turn["text"] == "I live in Berlin."
+    missing = runner.invoke(main, ["memory", "explain", "belief:nope", "--tenant", "acme"])
+    assert missing.exit_code == 1 and "no memory" in missing.output
+    around = runner.invoke(main, ["memory", "recollect", "u1", "--tenant", "acme", "--json"])
+    assert around.exit_code == 0, around.output
+    assert "My sister Hana plays the cello." in around.stdout
+    assert "I live in Berlin." in around.stdout and "I live in Lisbon now." in around.stdout

@@ -38,17 +38,22 @@ def split_item_id(item_id: object) -> tuple[str | None, str]:
     return None, check_ident(item_id, "item id")
 
 
+def _fetch(conn: Any, table: str, columns: str, uid_column: str, tenant: str,
+           uid: str) -> dict[str, Any] | None:
+    """One row of ``table`` as a dict; ``columns`` is a SQL column list (``x AS y`` renames)."""
+    cur = conn.execute(f"SELECT {columns} FROM {table} WHERE tenant = ? AND {uid_column} = ?",
+                       (tenant, uid))
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cur.description], row, strict=True))
+
+
 def _belief(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT belief_uid, subject_id, predicate, object_text, object_entity_id, text, "
-        "valid_from, valid_to, recorded_at, retired_at, status, source, confidence, turn_uid, "
-        "expires_at FROM beliefs WHERE tenant = ? AND belief_uid = ?", (tenant, uid)).fetchone()
-    if row is None:
+    out = _fetch(conn, "beliefs",
+                 "belief_uid AS uid, subject_id, predicate, object_text, object_entity_id, "
+                 "text, valid_from, valid_to, recorded_at, retired_at, status, source, "
+                 "confidence, turn_uid, expires_at", "belief_uid", tenant, uid)
+    if out is None:
         return None
-    keys = ("uid", "subject_id", "predicate", "object_text", "object_entity_id", "text",
-            "valid_from", "valid_to", "recorded_at", "retired_at", "status", "source",
-            "confidence", "turn_uid", "expires_at")
-    out = dict(zip(keys, row, strict=True))
     out["why"] = (f"extracted by the {out['source']} source from turn {out['turn_uid']}"
                   if out["turn_uid"] else f"written by the {out['source']} source")
     out["counts_as"] = _COUNTS_AS.get(out["status"], out["status"])
@@ -56,15 +61,12 @@ def _belief(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
 
 
 def _episode(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT id, episode_uid, session_id, tier, text, occurred_at, importance, access_count,"
-        " last_access_at, created_at, expires_at FROM episodes WHERE tenant = ? AND "
-        "episode_uid = ?", (tenant, uid)).fetchone()
-    if row is None:
+    out = _fetch(conn, "episodes",
+                 "id, episode_uid AS uid, session_id, tier, text, occurred_at, importance, "
+                 "access_count, last_access_at, created_at, expires_at", "episode_uid",
+                 tenant, uid)
+    if out is None:
         return None
-    keys = ("id", "uid", "session_id", "tier", "text", "occurred_at", "importance",
-            "access_count", "last_access_at", "created_at", "expires_at")
-    out = dict(zip(keys, row, strict=True))
     turns = [r[0] for r in conn.execute(
         "SELECT t.turn_uid FROM episode_turns et JOIN turns t ON t.id = et.turn_id WHERE "
         "et.episode_id = ? ORDER BY t.idx", (out.pop("id"),))]
@@ -74,12 +76,10 @@ def _episode(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
 
 
 def _turn(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT turn_uid, session_id, idx, speaker, occurred_at, text FROM turns "
-                       "WHERE tenant = ? AND turn_uid = ?", (tenant, uid)).fetchone()
-    if row is None:
+    out = _fetch(conn, "turns", "turn_uid AS uid, session_id, idx AS \"index\", speaker, "
+                 "occurred_at, text", "turn_uid", tenant, uid)
+    if out is None:
         return None
-    out = dict(zip(("uid", "session_id", "index", "speaker", "occurred_at", "text"), row,
-                   strict=True))
     out.update(why="the raw words of a chat turn, verbatim",
                counts_as="transcript: recalled by keyword only when memory has nothing")
     return {"kind": "turn", **out}
