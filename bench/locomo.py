@@ -36,6 +36,7 @@ from locomo_ingest import ingest  # noqa: E402
 from memory_core import Budget, Memory  # noqa: E402
 from memory_core.embedders.factory import make_embedder  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
+from memory_core.recall.strategy import RecallStrategy, get_strategy  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -49,6 +50,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--embedder", choices=("hash", "fastembed"), default="hash")
     p.add_argument("--model-path", type=Path, default=None)
     p.add_argument("--strategy", default="default", help="recall preset name")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
+                   help="override a strategy field, e.g. --set feedback_rank_budget=2000 "
+                        "(repeatable; for tuning on categories)")
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--data-dir", type=Path, default=None,
                    help="keep the databases here (default: a temporary folder)")
@@ -62,6 +66,17 @@ def _settings(args: argparse.Namespace, data_dir: Path) -> Settings:
         if args.model_path:
             kw["embed_model_path"] = args.model_path.resolve()
     return Settings.from_env({}, **kw)
+
+
+def _strategy(args: argparse.Namespace) -> RecallStrategy:
+    changes = {}
+    for item in args.set:
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: write FIELD=JSON, e.g. feedback_seeds=4")
+        changes[field] = json.loads(value)
+    return get_strategy(args.strategy).with_(**changes) if changes else get_strategy(
+        args.strategy)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -79,6 +94,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     scores = {name: Scores() for name in ("mnemo", *METHODS)}
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
     started = time.perf_counter()
+    strategy = _strategy(args)
     paths = {ingest(settings, conv, embedder) for conv in convs}
     ingest_s = time.perf_counter() - started
     with Memory.open(settings, embedder=embedder) as mem, tempfile.TemporaryDirectory() as tmp:
@@ -87,7 +103,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
             for q in conv.questions:
                 t0 = time.perf_counter()
                 result = mem.recall(q.text, tenant=conv.tenant, budget=BUDGET,
-                                    strategy=args.strategy)
+                                    strategy=strategy)
                 wall = (time.perf_counter() - t0) * 1000
                 embed_ms = result.timings_ms.get("embed_ms", 0.0)
                 lat["embed"].append(embed_ms)
@@ -99,7 +115,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
                     lat[method].append(ms)
             base.close()
     return {
-        "embedder": embedder.identity, "write_path": sorted(paths), "strategy": args.strategy,
+        "embedder": embedder.identity, "write_path": sorted(paths),
+        "strategy": " ".join([strategy.name, *args.set]),
         "questions": sum(len(c.questions) for c in convs), "ingest_seconds": round(ingest_s, 1),
         "scores": {name: s.table() for name, s in scores.items()},
         "latency_ms": {name: {"p50": round(_pct(v, 50), 2), "p95": round(_pct(v, 95), 2)}

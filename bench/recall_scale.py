@@ -9,9 +9,12 @@ each with its raw turn, for every belief; chat-like texts of 6-60 words drawn fr
 Zipf-distributed vocabulary with names, places and dates), then, in a fresh process, opens
 ``Memory`` with the hash embedder and times ``recall()`` on generated questions: p50 and p95
 of the whole call (query embedding, every list, graph walk, fusion, recall-log write) and
-the process's peak RSS. Vectors are not generated: with a keyword-grade (hash) embedder the
-default strategy does not run dense search (its neighbours only repeat FTS), so they would
-not change the figures; with a semantic embedder they would (sqlite-vec is brute force).
+the process's peak RSS; each size is timed in ``--rounds`` fresh processes and the table
+gives the medians. Questions draw their words from the stored vocabulary (Zipf-distributed:
+some rare, some in thousands of memories). Vectors are not generated: with a keyword-grade
+(hash) embedder the default strategy does not run dense search (its neighbours only repeat
+FTS), so they would not change the figures; with a semantic embedder they would (sqlite-vec
+is brute force).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ PLACES = ["Lisbon", "Berlin", "Osaka", "Nairobi", "Toronto", "Porto", "Krakow", 
 _COMMON_TEXT = ("i you we the a to and of in is it that for on with my was this have be at so "
                 "but just like about really today yesterday week going think know want need got")
 COMMON = _COMMON_TEXT.split()
+GENERATE_SEED = 7
+WARM_UP = 20
 PREDICATES = ["likes", "lives_in", "works_at", "visited", "plans_to", "attended", "has_pet"]
 
 
@@ -61,9 +66,10 @@ def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
 class Texts:
     """Chat-like sentences: common words, Zipf-distributed content words, names, places."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, vocabulary_seed: int | None = None) -> None:
         self.rng = random.Random(seed)
-        self.vocab = _vocabulary(self.rng)
+        self.vocab = _vocabulary(random.Random(seed if vocabulary_seed is None
+                                               else vocabulary_seed))
         weights = [1.0 / (rank + 1) for rank in range(len(self.vocab))]
         self.cum = list(_accumulate(weights))
 
@@ -92,7 +98,8 @@ def _accumulate(values: list[float]) -> list[float]:
     return out
 
 
-def generate(settings: Settings, size: int, seed: int = 7, batch: int = 20_000) -> float:
+def generate(settings: Settings, size: int, seed: int = GENERATE_SEED,
+             batch: int = 20_000) -> float:
     """Write ``size`` memories (80% episodes with their turns, 20% beliefs); seconds taken."""
     started = time.perf_counter()
     texts = Texts(seed)
@@ -164,24 +171,32 @@ def measure(data_dir: str, queries: int) -> dict:
     from memory_core.log import configure_logging
 
     configure_logging(settings)
-    texts = Texts(99)
-    qs = [texts.question() for _ in range(queries + 20)]
+    texts = Texts(99, vocabulary_seed=GENERATE_SEED)  # questions use the stored words
+    qs = [texts.question() for _ in range(queries + WARM_UP)]
     times = []
     with Memory.open(settings) as mem:
         for i, q in enumerate(qs):
             t = time.perf_counter()
             mem.recall(q, tenant=TENANT)
-            if i >= 20:  # the first calls warm the page cache and the statements
+            if i >= WARM_UP:  # the first calls warm the page cache and the statements
                 times.append((time.perf_counter() - t) * 1000)
     q = statistics.quantiles(times, n=100, method="inclusive")
     return {"p50_ms": round(q[49], 2), "p95_ms": round(q[94], 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def _measure_in_child(data_dir: str, queries: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--measure", data_dir, "--queries",
+                          str(queries)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="fresh processes timed per size; the table gives their medians")
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the child process
     args = p.parse_args(argv)
@@ -189,20 +204,24 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(args.measure, args.queries)))
         return
     rows = []
-    print("| memories | generate s | db MB | recall p50 ms | recall p95 ms | peak RSS MB |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| memories | generate s | db MB | recall p50 ms | recall p95 ms | p95 of each round "
+          "| peak RSS MB |")
+    print("|---:|---:|---:|---:|---:|---|---:|")
     for size in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="mnemo-scale-") as tmp:
             settings = Settings.from_env({}, data_dir=Path(tmp), log_level="error")
             gen_s = generate(settings, size)
             db_mb = settings.state_db_path.stat().st_size / 2**20
-            out = subprocess.run([sys.executable, __file__, "--measure", tmp, "--queries",
-                                  str(args.queries)], capture_output=True, text=True, check=True)
-            res = {"memories": size, "generate_s": round(gen_s, 1), "db_mb": round(db_mb, 1),
-                   **json.loads(out.stdout.strip().splitlines()[-1])}
+            rounds = [_measure_in_child(tmp, args.queries) for _ in range(args.rounds)]
+        res = {"memories": size, "generate_s": round(gen_s, 1), "db_mb": round(db_mb, 1),
+               "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
+               "p95_ms": statistics.median(r["p95_ms"] for r in rounds),
+               "p95_rounds_ms": [r["p95_ms"] for r in rounds],
+               "peak_rss_mb": max(r["peak_rss_mb"] for r in rounds)}
         rows.append(res)
         print(f"| {size:,} | {res['generate_s']} | {res['db_mb']} | {res['p50_ms']} | "
-              f"{res['p95_ms']} | {res['peak_rss_mb']} |", flush=True)
+              f"{res['p95_ms']} | {' / '.join(map(str, res['p95_rounds_ms']))} | "
+              f"{res['peak_rss_mb']} |", flush=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=2), encoding="utf-8")
 

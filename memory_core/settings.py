@@ -154,6 +154,7 @@ class Settings:
     log_format: str = "auto"
     log_level: str = "info"
     busy_timeout_ms: int = 5000
+    sqlite_mmap_mb: int = 256
     max_turn_chars: int = 32_768
     max_query_chars: int = 4_096
     recall_max_items: int = 10
@@ -287,6 +288,9 @@ VARIABLES: tuple[_Var, ...] = (
          "Lowest log level written."),
     _Var("MNEMO_BUSY_TIMEOUT_MS", "busy_timeout_ms", _int_parser(0, 600_000),
          "How long a SQLite connection waits for a lock before failing."),
+    _Var("MNEMO_SQLITE_MMAP_MB", "sqlite_mmap_mb", _int_parser(0, 1_048_576),
+         "Megabytes of each SQLite file read through a memory map (faster recall on large "
+         "memories); 0 turns it off."),
     _Var("MNEMO_MAX_TURN_CHARS", "max_turn_chars", _int_parser(1, 1_000_000),
          "Longest turn text accepted; longer turns are refused with an error."),
     _Var("MNEMO_MAX_QUERY_CHARS", "max_query_chars", _int_parser(1, 1_000_000),

@@ -26,13 +26,15 @@ def _pragmas(conn) -> dict:
         "foreign_keys": conn.execute("PRAGMA foreign_keys").fetchone()[0],
         "synchronous": conn.execute("PRAGMA synchronous").fetchone()[0],
         "busy_timeout": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+        "mmap_size": conn.execute("PRAGMA mmap_size").fetchone()[0],
         "vec": conn.execute("SELECT vec_version()").fetchone()[0],
     }
 
 
 @pytest.mark.parametrize(("kind", "opener", "_md"), KINDS)
 def test_every_connection_has_the_pragmas_and_sqlite_vec(kind, opener, _md, tmp_path) -> None:
-    settings = Settings.from_env({}, data_dir=tmp_path, busy_timeout_ms=1234)
+    settings = Settings.from_env({}, data_dir=tmp_path, busy_timeout_ms=1234,
+                                 sqlite_mmap_mb=3)
     db = opener(settings)
     seen = []
 
@@ -54,6 +56,7 @@ def test_every_connection_has_the_pragmas_and_sqlite_vec(kind, opener, _md, tmp_
         assert p["foreign_keys"] == 1
         assert p["synchronous"] == 1  # NORMAL
         assert p["busy_timeout"] == 1234
+        assert p["mmap_size"] == 3 * 2**20
         assert p["vec"].startswith("v")
     assert db.path.exists() and db.path.stat().st_size > 0  # a real file, not :memory:
     db.close()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from memory_core import Budget, Memory
 from memory_core.embedders import HashEmbedder
 from memory_core.recall import RecallStrategy
-from memory_core.recall.search import TermStats, selective_terms
+from memory_core.recall.search import TermPlan, TermStats, plan_terms
 from memory_core.settings import Settings
 
 pytest_plugins = ("tests.helpers.recall_fixtures",)
@@ -135,7 +135,7 @@ def test_a_word_in_every_memory_of_a_tenant_is_its_stopword(seeded, mem) -> None
     result = mem.recall("When is Caroline's violin lesson?", tenant="acme", budget=3)
     assert target in result.items[0].turn_uids
     conn = mem.state_db.conn
-    assert selective_terms(conn, TermStats(), "episodes", ("caroline", "violin"), 5000,
-                           "acme", 0.2) == (("violin",), False)
-    assert selective_terms(conn, TermStats(), "episodes", ("caroline",), 5000, "acme",
-                           0.2) == (("caroline",), True)
+    assert plan_terms(conn, TermStats(), "episodes", ("caroline", "violin"), 5000, 0,
+                      "acme", 0.2) == TermPlan(("violin",))
+    assert plan_terms(conn, TermStats(), "episodes", ("caroline",), 5000, 0, "acme",
+                      0.2) == TermPlan((), ("caroline",))

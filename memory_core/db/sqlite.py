@@ -127,15 +127,16 @@ def write_lock(conn: Any) -> Iterator[None]:
 
 
 def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
-            autocheckpoint: bool = True) -> Any:
+            autocheckpoint: bool = True, mmap_mb: int = 0) -> Any:
     """Open ``path`` with mnemo's pragmas and sqlite-vec loaded.
 
     The connection is in autocommit mode: use ``atomic()`` for transactions. ``readonly``
     opens with ``query_only`` (the chat process reads the state db and never writes it).
     ``autocheckpoint=False``: this connection's commits never run a WAL checkpoint (which
     copies and fsyncs pages: milliseconds); for a latency-critical writer whose process
-    checkpoints in the background (the chat side's enqueuer). Raises StoreError naming the
-    file and the fix when it cannot be opened.
+    checkpoints in the background (the chat side's enqueuer). ``mmap_mb``: read up to that
+    much of the file through a memory map (no system call per page read). Raises StoreError
+    naming the file and the fix when it cannot be opened.
     """
     mod = sqlite_module()
     path = Path(path)
@@ -167,6 +168,8 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
             conn.execute("PRAGMA query_only = ON")
         if not autocheckpoint:
             conn.execute("PRAGMA wal_autocheckpoint = 0")
+        if mmap_mb > 0:
+            conn.execute(f"PRAGMA mmap_size = {int(mmap_mb) * 2**20}")
     except mod.Error as e:
         conn.close()
         raise StoreError(f"cannot prepare SQLite database {path} ({type(e).__name__}: {e}): "

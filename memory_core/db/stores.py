@@ -20,7 +20,7 @@ class Database:
     """One SQLite file of a known kind (``state`` or ``ops``)."""
 
     def __init__(self, path: Path, kind: str, *, busy_timeout_ms: int = 5000,
-                 readonly: bool = False, autocheckpoint: bool = True) -> None:
+                 readonly: bool = False, autocheckpoint: bool = True, mmap_mb: int = 0) -> None:
         if kind not in migrations.MIGRATIONS:
             raise ValueError(f"unknown database kind {kind!r}")
         self.path = Path(path)
@@ -28,6 +28,7 @@ class Database:
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
         self.autocheckpoint = autocheckpoint  # see ``sqlite.connect``
+        self.mmap_mb = mmap_mb
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
@@ -35,7 +36,7 @@ class Database:
     def connect(self) -> Any:
         """A new connection with the factory's pragmas (the caller closes it)."""
         return connect(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=self.readonly,
-                       autocheckpoint=self.autocheckpoint)
+                       autocheckpoint=self.autocheckpoint, mmap_mb=self.mmap_mb)
 
     @property
     def conn(self) -> Any:
@@ -92,7 +93,8 @@ def open_ops(settings: Settings, *, migrate: bool = True) -> Database:
 
 def _open(path: Path, kind: str, settings: Settings, *, migrate: bool,
           readonly: bool) -> Database:
-    db = Database(path, kind, busy_timeout_ms=settings.busy_timeout_ms, readonly=readonly)
+    db = Database(path, kind, busy_timeout_ms=settings.busy_timeout_ms, readonly=readonly,
+                  mmap_mb=settings.sqlite_mmap_mb)
     if migrate:
         db.migrate()
     db.require_current()

@@ -23,8 +23,8 @@ from memory_core.errors import EmbedderError, InvalidInputError
 from memory_core.recall import context, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load, merge
 from memory_core.recall.explain import build_explanation
-from memory_core.recall.fusion import Budget, apply_budget, diversify, score_all
-from memory_core.recall.query import PreparedQuery, names, prepare_query
+from memory_core.recall.fusion import Budget, Scorer, apply_budget, diversify
+from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import RecallStrategy
 from memory_core.tenants import validate_tenant
@@ -54,14 +54,17 @@ class RecallRun:
     stats: search.TermStats | None = None
     vector: np.ndarray | None = None
 
-    def rank(self, ppr: dict[Any, float] | None = None) -> list[Candidate]:
+    def __post_init__(self) -> None:
+        self.scorer = Scorer(self.strategy, reference=from_db(self.scope.at),
+                             session_id=self.session_id, time=self.query.time,
+                             query_text=self.query.text)
+
+    def rank(self, ppr: dict[Any, float] | None = None, *,
+             explain: bool = False) -> list[Candidate]:
         """The pool scored and sorted, best first (``ppr``: the walk's scores, default the
-        run's)."""
-        pool = list(self.pool.values())
-        speakers = names(self.query.text, {c.speaker for c in pool})
-        return score_all(pool, self.strategy, reference=from_db(self.scope.at),
-                         ppr_scores=self.ppr if ppr is None else ppr,
-                         session_id=self.session_id, time=self.query.time, speakers=speakers)
+        run's; ``explain``: set every candidate's components too)."""
+        return self.scorer.rank(self.pool.values(), self.ppr if ppr is None else ppr,
+                                explain=explain)
 
     def add(self, list_name: str, fetch: Callable[[], list[Candidate]], *,
             dense: bool = False) -> None:
@@ -141,7 +144,7 @@ def _gather(run: RecallRun) -> None:
 
     def fts(kind: str, list_name: str) -> list[Candidate]:
         return search.fts(conn, kind, scope, terms, strat.k_for(list_name), stats=run.stats,
-                          common_df=strat.fts_common_df,
+                          common_df=strat.fts_common_df, rank_budget=strat.fts_rank_budget,
                           local_fraction=strat.fts_tenant_common_fraction)
 
     run.add("belief_entity",
@@ -189,6 +192,7 @@ def _feedback(run: RecallRun) -> None:
         run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
             run.conn, run.scope, terms, seeds, strat.k_for("feedback_fts"),
             stats=run.stats, common_df=strat.feedback_common_df,
+            rank_budget=strat.feedback_rank_budget,
             local_fraction=strat.fts_tenant_common_fraction)])
     if want_dense and run.vector is not None:
         vector = run.vector
@@ -237,7 +241,7 @@ def recall(conn: Any, index: VectorIndex, *, query: object, tenant: object,
     run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
                     stats=stats)
     _gather(run)
-    ranked = run.rank()
+    ranked = run.rank(explain=True)
     ranked = diversify(ranked, strategy.session_diversity)
     kept, reasons = apply_budget(ranked, budget)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=1))

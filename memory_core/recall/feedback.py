@@ -4,9 +4,10 @@ A question joining several memories ("what do X's kids like?") matches one of th
 the others only through what they share with it (a name, a place, a rare word), not with the
 question. So the best ``seeds`` episodes of the first round seed two more lists:
 
-- ``feedback_fts``: bm25 over the seeds' own words (tenant stopwords and very common terms
-  are left out as for any FTS search; the question's terms are kept, so the second round
-  still leans towards the question);
+- ``feedback_fts``: bm25 over the seeds' own words: the rarest of them, within the round's
+  ranking budget (tenant stopwords and common terms are left out as for any FTS search;
+  the question's terms count like the seeds', so the second round still leans towards the
+  question);
 - ``feedback_dense``: the nearest episodes to the query vector plus ``beta`` times the mean
   of the seeds' stored vectors (Rocchio), normalised.
 
@@ -37,13 +38,14 @@ def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str,
 
 
 def fts(conn: Any, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
-        *, stats: search.TermStats | None, common_df: int,
+        *, stats: search.TermStats | None, common_df: int, rank_budget: int,
         local_fraction: float) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     exclude = {c.key for c in seeds}
     found = search.fts(conn, "episode", scope, seed_terms(query, seeds), k + len(exclude),
-                       stats=stats, common_df=common_df, local_fraction=local_fraction)
+                       stats=stats, common_df=common_df, rank_budget=rank_budget,
+                       local_fraction=local_fraction, rare_only=True)
     return [c for c in found if c.key not in exclude][:k]
 
 

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from memory_core.recall.candidates import Candidate
 from memory_core.recall.ppr import Node
-from memory_core.recall.query import TimeCue
+from memory_core.recall.query import TimeCue, names
 from memory_core.recall.strategy import RecallStrategy
 
 NO_TIME = TimeCue()
@@ -44,11 +44,6 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4) + ITEM_OVERHEAD_TOKENS
 
 
-def rrf_term(strategy: RecallStrategy, ranks: Mapping[str, int]) -> float:
-    k = strategy.rrf_k
-    return sum(strategy.weight_for(name) * (k + 1) / (k + rank) for name, rank in ranks.items())
-
-
 def _recency(occurred_at: str | None, reference: datetime, half_life_days: float) -> float:
     if not occurred_at:
         return 0.0
@@ -59,40 +54,82 @@ def _recency(occurred_at: str | None, reference: datetime, half_life_days: float
     return 0.5 ** (max(age, 0.0) / half_life_days) if half_life_days > 0 else 0.0
 
 
-def components(cand: Candidate, strategy: RecallStrategy, *, reference: datetime,
-               ppr: float, session_id: str | None, time: TimeCue,
-               speakers: frozenset[str] = frozenset()) -> dict[str, float]:
-    """The named components of one candidate (each in [0, 1]) and its RRF term."""
-    return {
-        "rrf": rrf_term(strategy, cand.ranks),
-        "ppr": ppr,
-        "recency": _recency(cand.occurred_at, reference, strategy.recency_half_life_days),
-        "confidence": float(cand.confidence or 0.0),
-        "tier": float(strategy.tier_values.get(cand.tier or "", 0.0)),
-        "session": 1.0 if session_id is not None and cand.session_id == session_id else 0.0,
-        "time": time.matches(cand.occurred_at),
-        "speaker": 1.0 if cand.speaker is not None and cand.speaker in speakers else 0.0,
-    }
+class Scorer:
+    """Scores the candidates of one recall, as often as lists are added to its pool.
 
+    The components that depend on the candidate alone (recency, confidence, tier, session,
+    time, speaker) are computed once per candidate; ``rrf`` and ``ppr`` change as lists
+    and the graph walk add to the pool and are computed on every ``rank``.
+    """
 
-def score_all(pool: Iterable[Candidate], strategy: RecallStrategy, *, reference: datetime,
-              ppr_scores: Mapping[Node, float], session_id: str | None,
-              time: TimeCue = NO_TIME, speakers: frozenset[str] = frozenset(),
-              ) -> list[Candidate]:
-    """Set each candidate's components and score; return them best first (ties by id)."""
-    top_ppr = max(ppr_scores.values(), default=0.0)
-    weights = strategy.component_weights
-    out = []
-    for cand in pool:
-        ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
-        comps = components(cand, strategy, reference=reference, ppr=ppr, session_id=session_id,
-                           time=time, speakers=speakers)
-        cand.components = comps
-        cand.score = comps["rrf"] + sum(weights.get(name, 0.0) * value
-                                        for name, value in comps.items() if name != "rrf")
-        out.append(cand)
-    out.sort(key=lambda c: (-c.score, c.kind, c.row_id))
-    return out
+    def __init__(self, strategy: RecallStrategy, *, reference: datetime,
+                 session_id: str | None, time: TimeCue = NO_TIME, query_text: str = "") -> None:
+        self.strategy = strategy
+        self.reference = reference
+        self.session_id = session_id
+        self.time = time
+        self.query_text = query_text
+        k = strategy.rrf_k
+        self._rrf = {name: strategy.weight_for(name) * (k + 1) for name in strategy.list_weights}
+        self._k = k
+        self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
+        self._fixed: dict[tuple[str, int], tuple[dict[str, float], float]] = {}
+        # Lists only ever add ranks to a candidate, so its RRF term is cached with the
+        # number of ranks it was computed from.
+        self._rrf_cache: dict[tuple[str, int], tuple[int, float]] = {}
+        self._named: dict[str, bool] = {}
+
+    def _speaker_named(self, speaker: str | None) -> bool:
+        if speaker is None:
+            return False
+        named = self._named.get(speaker)
+        if named is None:
+            named = self._named[speaker] = bool(names(self.query_text, (speaker,)))
+        return named
+
+    def fixed(self, cand: Candidate) -> tuple[dict[str, float], float]:
+        """The candidate's fixed components and their weighted sum (cached)."""
+        hit = self._fixed.get(cand.key)
+        if hit is None:
+            strat = self.strategy
+            comps = {
+                "recency": _recency(cand.occurred_at, self.reference,
+                                    strat.recency_half_life_days),
+                "confidence": float(cand.confidence or 0.0),
+                "tier": float(strat.tier_values.get(cand.tier or "", 0.0)),
+                "session": 1.0 if self.session_id is not None
+                and cand.session_id == self.session_id else 0.0,
+                "time": self.time.matches(cand.occurred_at),
+                "speaker": 1.0 if self._speaker_named(cand.speaker) else 0.0,
+            }
+            weights = strat.component_weights
+            hit = self._fixed[cand.key] = (
+                comps, sum(weights.get(name, 0.0) * v for name, v in comps.items()))
+        return hit
+
+    def rank(self, pool: Iterable[Candidate], ppr_scores: Mapping[Node, float], *,
+             explain: bool = True) -> list[Candidate]:
+        """Set each candidate's score (and with ``explain`` its components); return them
+        best first (ties by kind and id)."""
+        top_ppr = max(ppr_scores.values(), default=0.0)
+        rrf_weights, k, rrf_cache = self._rrf, self._k, self._rrf_cache
+        out = []
+        for cand in pool:
+            fixed, fixed_sum = self.fixed(cand)
+            ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
+            cached = rrf_cache.get(cand.key)
+            if cached is not None and cached[0] == len(cand.ranks):
+                rrf = cached[1]
+            else:
+                rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
+                          for name, rank in cand.ranks.items())
+                rrf_cache[cand.key] = (len(cand.ranks), rrf)
+            if explain:
+                cand.components = {"rrf": rrf, "ppr": ppr, **fixed}
+            cand.score = rrf + self._ppr_weight * ppr + fixed_sum
+            out.append(cand)
+        out.sort(key=lambda c: (-c.score, c.kind, c.row_id))
+        return out
 
 
 def diversify(ranked: list[Candidate], penalty: float) -> list[Candidate]:

@@ -12,6 +12,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ MAX_NGRAM = 3
 # (superseded beliefs, archived episodes, other times).
 DENSE_OVERSAMPLE = 2
 FTS_OVERSAMPLE = 3
+# Rows matching only common terms are ranked among this many times ``k`` of their newest
+# matches (they come after every row matching a rarer term).
+FILL_WINDOW = 2
 # Below this many rows a tenant has no tenant-local stopwords (every word is "frequent").
 MIN_TENANT_ROWS_FOR_LOCAL = 100
 
@@ -53,7 +57,7 @@ class TermStats:
     def __init__(self, ttl: float = 300.0, max_entries: int = 50_000) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
-        self._cache: dict[tuple[str, str], tuple[float, int]] = {}
+        self._cache: dict[tuple[str, str], tuple[float, int, int]] = {}  # time, count, cap
         self._lock = threading.Lock()
 
     def df(self, conn: Any, table: str, term: str, cap: int) -> int:
@@ -61,16 +65,17 @@ class TermStats:
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get((table, term))
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]
-        count = conn.execute(
+        # A count below its own cap is exact; one that reached it answers smaller caps only.
+        if hit is not None and now - hit[0] < self.ttl and (hit[1] < hit[2] or hit[2] >= cap):
+            return min(hit[1], cap)
+        count = int(conn.execute(
             f"SELECT count(*) FROM (SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH ? "
-            "LIMIT ?)", (fts_expression((term,)), int(cap))).fetchone()[0]
+            "LIMIT ?)", (fts_expression((term,)), int(cap))).fetchone()[0])
         with self._lock:
             if len(self._cache) >= self.max_entries:
                 self._cache.clear()
-            self._cache[(table, term)] = (now, int(count))
-        return int(count)
+            self._cache[(table, term)] = (now, count, int(cap))
+        return count
 
 
     def tenant_rows(self, conn: Any, table: str, tenant: str) -> int:
@@ -84,7 +89,7 @@ class TermStats:
         count = int(conn.execute(f"SELECT count(*) FROM {table} WHERE tenant = ?",
                                  (tenant,)).fetchone()[0])
         with self._lock:
-            self._cache[key] = (now, count)
+            self._cache[key] = (now, count, count + 1)  # exact
         return count
 
     def tenant_df(self, conn: Any, table: str, tenant: str, term: str, cap: int) -> int:
@@ -108,74 +113,137 @@ def _locally_common(conn: Any, stats: TermStats, table: str, tenant: str, term: 
     return global_df >= cap and stats.tenant_df(conn, table, tenant, term, cap) >= cap
 
 
-def selective_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str, ...],
-                    common_df: int, tenant: str = "", local_fraction: float = 0.0,
-                    ) -> tuple[tuple[str, ...], bool]:
-    """The terms worth ranking by, and whether none was (all common).
+@dataclass(frozen=True)
+class TermPlan:
+    """How one FTS search spends its ranking budget (see ``plan_terms``).
 
-    A term matching ``common_df`` rows or more is left out: ranking cost grows with every
-    row a term matches, and such a term barely moves bm25 (the entity bridge and dense
-    search still see it). So is a term in ``local_fraction`` of the tenant's rows.
+    ``essential``: the rarest terms; every row matching one of them is ranked by bm25 over
+    all of ``essential + other``. ``other``: the rest; they raise the rows that also match an
+    essential term, and their newest matches fill the list when the essential terms match
+    too few rows. Both empty: nothing to search.
+    """
+
+    essential: tuple[str, ...]
+    other: tuple[str, ...] = ()
+
+
+def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str, ...],
+               common_df: int, rank_budget: int = 0, tenant: str = "",
+               local_fraction: float = 0.0) -> TermPlan:
+    """Split ``terms`` into the ones ranked exactly and the rest (``TermPlan``).
+
+    bm25 costs about a microsecond per matching row, so the rows it ranks are bounded:
+
+    - a term matching ``common_df`` rows or more, or ``local_fraction`` of the tenant's
+      rows (its own stopwords), is left out: it barely moves bm25, and the entity bridge
+      and dense search still see it; when every term is like that, they are all ``other``
+      (only their newest matches are ranked);
+    - of the rest, the rarest are ``essential`` while their matches add up to at most
+      ``rank_budget`` rows (at least one term); the others are ``other``.
+
+    ``common_df`` or ``rank_budget`` of 0 turns that bound off.
     """
     if stats is None or common_df <= 0 or not terms:
-        return terms, False
+        return TermPlan(terms)
     dfs = {t: stats.df(conn, table, t, common_df) for t in terms}
     kept = sorted((t for t in terms if dfs[t] < common_df and not _locally_common(
         conn, stats, table, tenant, t, dfs[t], local_fraction)), key=lambda t: dfs[t])
     if not kept:
-        return terms, True
-    # Rarest first, while the rows to rank stay within about two common terms' worth.
+        return TermPlan((), terms)
     chosen, rows = [], 0
     for t in kept:
-        if chosen and rows + dfs[t] > 2 * common_df:
+        if chosen and rank_budget > 0 and rows + dfs[t] > rank_budget:
             break
         chosen.append(t)
         rows += dfs[t]
-    return tuple(t for t in terms if t in chosen), False
+    return TermPlan(tuple(t for t in terms if t in chosen),
+                    tuple(t for t in terms if t in kept and t not in chosen))
 
 
 def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
-        stats: TermStats | None = None, common_df: int = 0,
-        local_fraction: float = 0.0) -> list[Candidate]:
-    """Rows of ``kind`` matching any of ``terms`` by bm25, best first.
-
-    Terms matching ``common_df`` rows or more are left out, and the rarest terms are kept
-    while the rows to rank stay under ``2 * common_df``; when every term is that common,
-    bm25 ranks only the newest ``common_df`` matches. So ranking cost is bounded.
+        stats: TermStats | None = None, common_df: int = 0, rank_budget: int = 0,
+        local_fraction: float = 0.0, rare_only: bool = False) -> list[Candidate]:
+    """Rows of ``kind`` matching any of ``terms`` by bm25, best first, with the ranking
+    work bounded by ``plan_terms``: every row matching a rare (``essential``) term is
+    ranked by bm25 over all kept terms (exact for those rows); rows matching only the
+    more common terms follow, the best of the newest of their matches. ``rare_only``: the
+    essential terms alone (for many broad terms, such as a feedback round's).
     """
     if not terms or k <= 0:
         return []
     table = TABLES[kind]
-    terms, all_common = selective_terms(conn, stats, table, terms, common_df, scope.tenant,
-                                        local_fraction)
-    expression = fts_expression(terms)
-    order = "rowid DESC" if all_common else "rank"
+    plan = plan_terms(conn, stats, table, terms, common_df, rank_budget, scope.tenant,
+                      local_fraction)
+    if rare_only:
+        plan = TermPlan(plan.essential)
     # Fast path: the best matches of the whole index, filtered to the caller's scope. It
-    # is enough unless other tenants (or hidden rows) crowd the top. With only common terms,
-    # bm25 ranks the newest ``common_df`` matches rather than all of them.
+    # is enough unless other tenants (or hidden rows) crowd the top.
     limit = k * FTS_OVERSAMPLE
-    source = (f"(SELECT rowid, rank FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY "
-              f"rowid DESC LIMIT {int(common_df)})" if all_common else
-              f"{table}_fts WHERE {table}_fts MATCH ?")
-    ids = [r[0] for r in conn.execute(
-        f"SELECT rowid FROM {source} ORDER BY rank LIMIT ?", (expression, limit))]
-    found = _in_order(load(conn, kind, scope, ids), ids)
+    ids = _ranked_ids(conn, table, plan, limit)
+    found = _load_first(conn, kind, scope, ids, k)
+    if len(found) < k and len(ids) < limit and plan.other:
+        # The rarer terms' matches are all in: rows matching only common terms come next,
+        # the best of their newest matches.
+        seen = set(ids)
+        fill = [r for r, _ in _best(conn, table, fts_expression(plan.other), limit - len(ids),
+                                    window=min(rank_budget or common_df, FILL_WINDOW * k))
+                if r not in seen]
+        found += _load_first(conn, kind, scope, fill, k - len(found))
+        ids += fill
     if len(found) >= k or len(ids) < limit:
         return found[:k]
-    return _fts_scoped(conn, kind, scope, expression, k, order)
+    return _fts_scoped(conn, kind, scope, plan, k)
 
 
-def _fts_scoped(conn: Any, kind: str, scope: Scope, expression: str, k: int,
-                order: str) -> list[Candidate]:
+def _load_first(conn: Any, kind: str, scope: Scope, ids: Sequence[int],
+                k: int) -> list[Candidate]:
+    """The first ``k`` visible rows of ``ids``, in order: loads ``k`` ids, and the rest only
+    when some of those are hidden (other tenants, other times)."""
+    found = _in_order(load(conn, kind, scope, ids[:k]), ids[:k])
+    if len(found) < k and len(ids) > k:
+        found += _in_order(load(conn, kind, scope, ids[k:]), ids[k:])
+    return found
+
+
+def _best(conn: Any, table: str, expression: str, limit: int,
+          window: int = 0) -> list[tuple[int, float]]:
+    """(rowid, bm25 rank) of the best ``limit`` matches, best first; with ``window``, of
+    the newest ``window`` matches only."""
+    source = (f"(SELECT rowid, rank FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY "
+              f"rowid DESC LIMIT {int(window)})" if window > 0 else
+              f"{table}_fts WHERE {table}_fts MATCH ?")
+    return conn.execute(f"SELECT rowid, rank FROM {source} ORDER BY rank LIMIT ?",
+                        (expression, int(limit))).fetchall()
+
+
+def _ranked_ids(conn: Any, table: str, plan: TermPlan, limit: int) -> list[int]:
+    """The best ``limit`` rows matching an essential term, by bm25 over every term."""
+    essential = fts_expression(plan.essential)
+    if not essential:
+        return []
+    scores = dict(_best(conn, table, essential, limit))
+    other = fts_expression(plan.other)
+    if other:
+        # Rows matching both: their bm25 counts every term (each phrase once), so it
+        # replaces the essential-only score. A row past this limit scores below every
+        # row kept here, so the top ``limit`` stays exact.
+        scores.update(_best(conn, table, f"({essential}) AND ({other})", limit))
+    return sorted(scores, key=scores.__getitem__)[:limit]
+
+
+def _fts_scoped(conn: Any, kind: str, scope: Scope, plan: TermPlan, k: int) -> list[Candidate]:
     table, alias = TABLES[kind], ALIASES[kind]
     cond, params = FILTERS[kind](scope, alias)
+    # Rank the essential terms' matches; with none (every term common), the newest matches.
+    expression = fts_expression(plan.essential or plan.other)
+    column, direction = ("rank", "") if plan.essential else ("rowid", " DESC")
     # The matches are materialised first and drive the join (CROSS JOIN fixes the order):
     # left to itself the planner scans the tenant's rows and probes FTS for each one.
     ids = [r[0] for r in conn.execute(
-        f"WITH m AS MATERIALIZED (SELECT rowid AS id, {order.split()[0]} AS o FROM {table}_fts "
+        f"WITH m AS MATERIALIZED (SELECT rowid AS id, {column} AS o FROM {table}_fts "
         f"WHERE {table}_fts MATCH ?) SELECT {alias}.id FROM m CROSS JOIN {table} {alias} "
-        f"ON {alias}.id = m.id WHERE {cond} ORDER BY m.o{' DESC' if 'DESC' in order else ''} "
-        "LIMIT ?", [expression, *params, int(k)])]
+        f"ON {alias}.id = m.id WHERE {cond} ORDER BY m.o{direction} LIMIT ?",
+        [expression, *params, int(k)])]
     return _in_order(load(conn, kind, scope, ids), ids)
 
 
@@ -186,8 +254,7 @@ def dense(conn: Any, index: VectorIndex, kind: str, scope: Scope, vector: np.nda
     if k <= 0:
         return []
     hits = index.search(conn, TABLES[kind], scope.tenant, vector, k * DENSE_OVERSAMPLE)
-    ids = [rowid for rowid, _ in hits]
-    return _in_order(load(conn, kind, scope, ids), ids)[:k]
+    return _load_first(conn, kind, scope, [rowid for rowid, _ in hits], k)[:k]
 
 
 def _words(text: str) -> list[list[str]]:

@@ -69,6 +69,10 @@ class RecallStrategy:
     # A query term matching this many rows of an FTS index or more is left out of that
     # search (bounded ranking cost at scale; such a term barely moves bm25). 0: keep all.
     fts_common_df: int = 5_000
+    # bm25 ranks at most about this many rows per list: the matches of the rarest terms
+    # (ranked over every kept term), then the newest matches of the rest (search.plan_terms).
+    # 0: rank every match.
+    fts_rank_budget: int = 1_000
     # ... and so is a term in this fraction of the tenant's rows (its own stopwords: bm25's
     # idf comes from the index all tenants share). LoCoMo: 0.672 -> 0.69 R@10. 0: off.
     fts_tenant_common_fraction: float = 0.2
@@ -94,6 +98,7 @@ class RecallStrategy:
     # ``fts_common_df`` budget of the first round, for the second. Binds only on large
     # tenants (a LoCoMo conversation has ~600 turns), where it keeps recall within budget.
     feedback_common_df: int = 1_000
+    feedback_rank_budget: int = 500
     # Each further item of an already placed chat session loses this share of its score.
     session_diversity: float = 0.0
     include_archive: bool = False

@@ -1,0 +1,111 @@
+"""Keyword search at bounded cost (search.plan_terms / search.fts), and the compact recall
+log read back as dicts."""
+
+from __future__ import annotations
+
+import json
+
+from memory_core.clock import to_db, utcnow
+from memory_core.recall import search
+from memory_core.recall.candidates import Scope
+from memory_core.recall.explain import last_log, recalls_of
+from memory_core.recall.search import TermPlan, TermStats, plan_terms
+
+pytest_plugins = ("tests.helpers.recall_fixtures",)
+
+
+def _world(seeder) -> None:
+    """40 turns naming Lisbon, 6 naming the kayak (4 of those Lisbon too)."""
+    for i in range(40):
+        extra = " with the red kayak" if i % 10 == 0 else ""
+        seeder.turn("acme", f"walked around Lisbon on day {i}{extra}")
+    for i in range(2):
+        seeder.turn("acme", f"the kayak needs a new paddle, note {i}")
+
+
+def test_rows_matching_a_rare_term_are_ranked_exactly_then_the_common_ones(seeded) -> None:
+    seeder, db = seeded
+    _world(seeder)
+    conn = db.conn
+    stats = TermStats()
+    terms = ("kayak", "lisbon")
+    # A ranking budget of 10 rows: "kayak" (6 rows) is ranked over every row it matches,
+    # "lisbon" (40 rows) only adds to those rows and fills in after them.
+    assert plan_terms(conn, stats, "episodes", terms, 1000, 10) == TermPlan(("kayak",),
+                                                                             ("lisbon",))
+    scope = Scope(tenant="acme", now=to_db(utcnow()))
+    got = search.fts(conn, "episode", scope, terms, 20, stats=stats, common_df=1000,
+                     rank_budget=10)
+    exact = [r[0] for r in conn.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '\"kayak\" OR \"lisbon\"' "
+        "ORDER BY rank")]
+    with_kayak = {r[0] for r in conn.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'kayak'")}
+    assert len(with_kayak) == 6
+    ids = [c.row_id for c in got]
+    # The six kayak rows first, in exactly bm25's order over both terms (the four that
+    # also say Lisbon above the two that do not) ...
+    assert ids[:6] == [r for r in exact if r in with_kayak]
+    # ... then the rows matching only the common term among its newest 10 (the budget).
+    newest = [r[0] for r in conn.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'lisbon' ORDER BY rowid DESC "
+        "LIMIT 10")]
+    assert set(ids[6:]) == set(newest) - with_kayak
+    # Unbounded (budget 0), the same first six.
+    unbounded = search.fts(conn, "episode", scope, terms, 20, stats=TermStats(),
+                           common_df=1000, rank_budget=0)
+    assert [c.row_id for c in unbounded][:6] == ids[:6]
+
+
+def test_only_common_terms_rank_their_newest_matches(seeded) -> None:
+    seeder, db = seeded
+    _world(seeder)
+    scope = Scope(tenant="acme", now=to_db(utcnow()))
+    # "lisbon" is common at common_df=20: it is searched only among its newest matches.
+    plan = plan_terms(db.conn, TermStats(), "episodes", ("lisbon",), 20, 10)
+    assert plan == TermPlan((), ("lisbon",))
+    got = search.fts(db.conn, "episode", scope, ("lisbon",), 5, stats=TermStats(),
+                     common_df=20, rank_budget=10)
+    newest = [r[0] for r in db.conn.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'lisbon' ORDER BY rowid DESC "
+        "LIMIT 10")]
+    assert len(got) == 5 and {c.row_id for c in got} <= set(newest)
+
+
+def test_a_capped_count_is_not_reused_for_a_larger_cap(seeded) -> None:
+    seeder, db = seeded
+    _world(seeder)
+    stats = TermStats()
+    assert stats.df(db.conn, "episodes", "lisbon", 10) == 10
+    assert stats.df(db.conn, "episodes", "lisbon", 1000) == 40  # not the capped 10
+    assert stats.df(db.conn, "episodes", "lisbon", 10) == 10
+    assert stats.df(db.conn, "episodes", "lisbon", 5000) == 40  # an exact count serves any cap
+
+
+def test_the_recall_log_reads_back_as_dicts_in_either_format(seeded, mem) -> None:
+    seeder, _ = seeded
+    _world(seeder)
+    result = mem.recall("the red kayak", tenant="acme", budget=3)
+    log = last_log(mem.ops_db.conn, "acme", result.log_id)
+    assert log is not None and "format" not in log
+    kept = [c for c in log["candidates"] if c["decision"] == "kept"]
+    assert [c["id"] for c in kept] == [i.item_id for i in result.items]
+    assert [c["reason"] for c in kept] == ["kept: rank 1", "kept: rank 2", "kept: rank 3"]
+    first = kept[0]
+    assert first["kind"] == "episode" and first["handle"] == 1
+    assert first["turn_uids"] == list(result.items[0].turn_uids)
+    assert first["components"]["rrf"] > 0 and "episode_fts" in first["lists"]
+    dropped = [c for c in log["candidates"] if c["decision"] == "dropped"]
+    assert dropped and all(c["reason"] == "dropped: over the item budget" for c in dropped)
+    found = recalls_of(mem.ops_db.conn, "acme", first["id"])
+    assert found[0]["log_id"] == result.log_id and found[0]["reason"] == "kept: rank 1"
+    # A row written before the compact format (a dict per candidate) still reads.
+    old_entry = {"id": "episode:ep_old", "kind": "episode", "handle": 1, "lists": {},
+                 "score": 1.0, "components": {"rrf": 1.0}, "decision": "kept",
+                 "reason": "kept: rank 1", "turn_uids": ["old"]}
+    mem.ops_db.conn.execute(
+        "INSERT INTO recall_log (tenant, query_digest, at, strategy, explanation) VALUES "
+        "('acme', 'd', '2024-01-01T00:00:00.000000Z', 'default', ?)",
+        (json.dumps({"recalled": ["episode:ep_old"], "candidates": [old_entry]}),))
+    assert last_log(mem.ops_db.conn, "acme")["candidates"] == [old_entry]
+    assert recalls_of(mem.ops_db.conn, "acme", "episode:ep_old")[0]["turn_uids"] == ["old"]
