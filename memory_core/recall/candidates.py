@@ -37,10 +37,16 @@ class Candidate:
     ranks: dict[str, int] = field(default_factory=dict)
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
+    key: tuple[str, int] = field(init=False, repr=False, compare=False)  # (kind, row_id)
+    # Scoring caches (fusion.Scorer): the fixed components and their weighted sum, and the
+    # RRF term with the number of ranks it was computed from (lists only add ranks).
+    fixed: dict[str, float] | None = field(default=None, repr=False, compare=False)
+    fixed_sum: float = field(default=0.0, repr=False, compare=False)
+    rrf: float = field(default=0.0, repr=False, compare=False)
+    rrf_ranks: int = field(default=0, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.kind, self.row_id)
+    def __post_init__(self) -> None:
+        self.key = (self.kind, self.row_id)
 
     @property
     def item_id(self) -> str:

@@ -192,7 +192,7 @@ def _feedback(run: RecallRun) -> None:
         run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
             run.conn, run.scope, terms, seeds, strat.k_for("feedback_fts"),
             stats=run.stats, common_df=strat.feedback_common_df,
-            rank_budget=strat.feedback_rank_budget,
+            rank_budget=strat.feedback_rank_budget, max_terms=strat.feedback_max_terms,
             local_fraction=strat.fts_tenant_common_fraction)])
     if want_dense and run.vector is not None:
         vector = run.vector

@@ -58,8 +58,9 @@ class Scorer:
     """Scores the candidates of one recall, as often as lists are added to its pool.
 
     The components that depend on the candidate alone (recency, confidence, tier, session,
-    time, speaker) are computed once per candidate; ``rrf`` and ``ppr`` change as lists
-    and the graph walk add to the pool and are computed on every ``rank``.
+    time, speaker) are computed once per candidate, and the RRF term again only when a list
+    has added a rank; ``ppr`` is read on every ``rank``. The caches live on the candidates,
+    which belong to one recall (one scorer).
     """
 
     def __init__(self, strategy: RecallStrategy, *, reference: datetime,
@@ -73,10 +74,6 @@ class Scorer:
         self._rrf = {name: strategy.weight_for(name) * (k + 1) for name in strategy.list_weights}
         self._k = k
         self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
-        self._fixed: dict[tuple[str, int], tuple[dict[str, float], float]] = {}
-        # Lists only ever add ranks to a candidate, so its RRF term is cached with the
-        # number of ranks it was computed from.
-        self._rrf_cache: dict[tuple[str, int], tuple[int, float]] = {}
         self._named: dict[str, bool] = {}
 
     def _speaker_named(self, speaker: str | None) -> bool:
@@ -87,47 +84,40 @@ class Scorer:
             named = self._named[speaker] = bool(names(self.query_text, (speaker,)))
         return named
 
-    def fixed(self, cand: Candidate) -> tuple[dict[str, float], float]:
-        """The candidate's fixed components and their weighted sum (cached)."""
-        hit = self._fixed.get(cand.key)
-        if hit is None:
-            strat = self.strategy
-            comps = {
-                "recency": _recency(cand.occurred_at, self.reference,
-                                    strat.recency_half_life_days),
-                "confidence": float(cand.confidence or 0.0),
-                "tier": float(strat.tier_values.get(cand.tier or "", 0.0)),
-                "session": 1.0 if self.session_id is not None
-                and cand.session_id == self.session_id else 0.0,
-                "time": self.time.matches(cand.occurred_at),
-                "speaker": 1.0 if self._speaker_named(cand.speaker) else 0.0,
-            }
-            weights = strat.component_weights
-            hit = self._fixed[cand.key] = (
-                comps, sum(weights.get(name, 0.0) * v for name, v in comps.items()))
-        return hit
+    def _fix(self, cand: Candidate) -> None:
+        """Compute the candidate's fixed components and their weighted sum (once)."""
+        strat = self.strategy
+        comps = {
+            "recency": _recency(cand.occurred_at, self.reference, strat.recency_half_life_days),
+            "confidence": float(cand.confidence or 0.0),
+            "tier": float(strat.tier_values.get(cand.tier or "", 0.0)),
+            "session": 1.0 if self.session_id is not None
+            and cand.session_id == self.session_id else 0.0,
+            "time": self.time.matches(cand.occurred_at),
+            "speaker": 1.0 if self._speaker_named(cand.speaker) else 0.0,
+        }
+        weights = strat.component_weights
+        cand.fixed = comps
+        cand.fixed_sum = sum(weights.get(name, 0.0) * v for name, v in comps.items())
 
     def rank(self, pool: Iterable[Candidate], ppr_scores: Mapping[Node, float], *,
              explain: bool = True) -> list[Candidate]:
         """Set each candidate's score (and with ``explain`` its components); return them
         best first (ties by kind and id)."""
         top_ppr = max(ppr_scores.values(), default=0.0)
-        rrf_weights, k, rrf_cache = self._rrf, self._k, self._rrf_cache
-        out = []
-        for cand in pool:
-            fixed, fixed_sum = self.fixed(cand)
+        ppr_weight, rrf_weights, k = self._ppr_weight, self._rrf, self._k
+        out = list(pool)
+        for cand in out:
+            if cand.fixed is None:
+                self._fix(cand)
+            if cand.rrf_ranks != len(cand.ranks):
+                cand.rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
+                               for name, rank in cand.ranks.items())
+                cand.rrf_ranks = len(cand.ranks)
             ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
-            cached = rrf_cache.get(cand.key)
-            if cached is not None and cached[0] == len(cand.ranks):
-                rrf = cached[1]
-            else:
-                rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
-                          for name, rank in cand.ranks.items())
-                rrf_cache[cand.key] = (len(cand.ranks), rrf)
+            cand.score = cand.rrf + ppr_weight * ppr + cand.fixed_sum
             if explain:
-                cand.components = {"rrf": rrf, "ppr": ppr, **fixed}
-            cand.score = rrf + self._ppr_weight * ppr + fixed_sum
-            out.append(cand)
+                cand.components = {"rrf": cand.rrf, "ppr": ppr, **cand.fixed}
         out.sort(key=lambda c: (-c.score, c.kind, c.row_id))
         return out
 

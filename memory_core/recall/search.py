@@ -62,21 +62,32 @@ class TermStats:
 
     def df(self, conn: Any, table: str, term: str, cap: int) -> int:
         """Matches of ``term`` in ``table``'s FTS index, counted up to ``cap``."""
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get((table, term))
-        # A count below its own cap is exact; one that reached it answers smaller caps only.
-        if hit is not None and now - hit[0] < self.ttl and (hit[1] < hit[2] or hit[2] >= cap):
-            return min(hit[1], cap)
-        count = int(conn.execute(
-            f"SELECT count(*) FROM (SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH ? "
-            "LIMIT ?)", (fts_expression((term,)), int(cap))).fetchone()[0])
-        with self._lock:
-            if len(self._cache) >= self.max_entries:
-                self._cache.clear()
-            self._cache[(table, term)] = (now, count, int(cap))
-        return count
+        return self.dfs(conn, table, (term,), cap)[term]
 
+    def dfs(self, conn: Any, table: str, terms: Sequence[str], cap: int) -> dict[str, int]:
+        """``df`` of each of ``terms``; the ones not cached are counted in one statement."""
+        now = time.monotonic()
+        out: dict[str, int] = {}
+        with self._lock:
+            for term in terms:
+                hit = self._cache.get((table, term))
+                # A count below its cap is exact; one that reached it answers smaller caps.
+                if hit is not None and now - hit[0] < self.ttl and (hit[1] < hit[2]
+                                                                    or hit[2] >= cap):
+                    out[term] = min(hit[1], cap)
+        missing = [t for t in dict.fromkeys(terms) if t not in out]
+        if missing:
+            one = (f"SELECT count(*) FROM (SELECT 1 FROM {table}_fts WHERE {table}_fts MATCH ? "
+                   "LIMIT ?)")
+            row = conn.execute("SELECT " + ", ".join(f"({one})" for _ in missing), [
+                p for t in missing for p in (fts_expression((t,)), int(cap))]).fetchone()
+            with self._lock:
+                if len(self._cache) + len(missing) > self.max_entries:
+                    self._cache.clear()
+                for term, count in zip(missing, row, strict=True):
+                    self._cache[(table, term)] = (now, int(count), int(cap))
+                    out[term] = int(count)
+        return out
 
     def tenant_rows(self, conn: Any, table: str, tenant: str) -> int:
         """Rows of ``tenant`` in ``table`` (cached like the frequencies)."""
@@ -129,7 +140,7 @@ class TermPlan:
 
 def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str, ...],
                common_df: int, rank_budget: int = 0, tenant: str = "",
-               local_fraction: float = 0.0) -> TermPlan:
+               local_fraction: float = 0.0, max_essential: int = 0) -> TermPlan:
     """Split ``terms`` into the ones ranked exactly and the rest (``TermPlan``).
 
     bm25 costs about a microsecond per matching row, so the rows it ranks are bounded:
@@ -139,20 +150,22 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
       and dense search still see it; when every term is like that, they are all ``other``
       (only their newest matches are ranked);
     - of the rest, the rarest are ``essential`` while their matches add up to at most
-      ``rank_budget`` rows (at least one term); the others are ``other``.
+      ``rank_budget`` rows (at least one term), and they are at most ``max_essential``
+      terms (bm25's cost per row grows with the terms); the others are ``other``.
 
-    ``common_df`` or ``rank_budget`` of 0 turns that bound off.
+    ``common_df``, ``rank_budget`` or ``max_essential`` of 0 turns that bound off.
     """
     if stats is None or common_df <= 0 or not terms:
         return TermPlan(terms)
-    dfs = {t: stats.df(conn, table, t, common_df) for t in terms}
+    dfs = stats.dfs(conn, table, terms, common_df)
     kept = sorted((t for t in terms if dfs[t] < common_df and not _locally_common(
         conn, stats, table, tenant, t, dfs[t], local_fraction)), key=lambda t: dfs[t])
     if not kept:
         return TermPlan((), terms)
     chosen, rows = [], 0
     for t in kept:
-        if chosen and rank_budget > 0 and rows + dfs[t] > rank_budget:
+        if chosen and ((rank_budget > 0 and rows + dfs[t] > rank_budget)
+                       or len(chosen) == max_essential):
             break
         chosen.append(t)
         rows += dfs[t]
@@ -162,18 +175,20 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
 
 def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         stats: TermStats | None = None, common_df: int = 0, rank_budget: int = 0,
-        local_fraction: float = 0.0, rare_only: bool = False) -> list[Candidate]:
+        local_fraction: float = 0.0, rare_only: bool = False,
+        max_essential: int = 0) -> list[Candidate]:
     """Rows of ``kind`` matching any of ``terms`` by bm25, best first, with the ranking
     work bounded by ``plan_terms``: every row matching a rare (``essential``) term is
     ranked by bm25 over all kept terms (exact for those rows); rows matching only the
     more common terms follow, the best of the newest of their matches. ``rare_only``: the
-    essential terms alone (for many broad terms, such as a feedback round's).
+    essential terms alone (for many broad terms, such as a feedback round's), at most
+    ``max_essential`` of them (0: no limit).
     """
     if not terms or k <= 0:
         return []
     table = TABLES[kind]
     plan = plan_terms(conn, stats, table, terms, common_df, rank_budget, scope.tenant,
-                      local_fraction)
+                      local_fraction, max_essential)
     if rare_only:
         plan = TermPlan(plan.essential)
     # Fast path: the best matches of the whole index, filtered to the caller's scope. It
