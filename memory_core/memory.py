@@ -16,10 +16,11 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -40,6 +41,7 @@ from memory_core.turns import TurnInput
 from memory_core.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 
 class Memory:
@@ -59,6 +61,8 @@ class Memory:
         self._index = VectorIndex(embedder)
         self._term_stats = TermStats()
         self._sender = TurnSender(settings)
+        self._helper = RecallHelper(state, settings.recall_helper_threads) if (
+            settings.recall_helper_threads > 0) else None
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None) -> Memory:
@@ -95,7 +99,9 @@ class Memory:
 
         Raises:
             InvalidInputError: the query is not a str or is over MNEMO_MAX_QUERY_CHARS, or
-                another argument is malformed. Nothing else.
+                another argument is malformed.
+            UnknownTenantError: the tenant does not exist (`mnemo tenant add`), as for
+                ``after_turn``. Nothing else.
         """
         strat = get_strategy(strategy)
         resolved = engine.resolve_budget(budget, self.settings.recall_max_items,
@@ -104,7 +110,8 @@ class Memory:
             self._state.conn, self._index, query=query,
             tenant=tenant if tenant is not None else self.settings.default_tenant,
             strategy=strat, max_query_chars=self.settings.max_query_chars, budget=resolved,
-            session_id=session_id, as_of=as_of, now=now, stats=self._term_stats)
+            session_id=session_id, as_of=as_of, now=now, stats=self._term_stats,
+            helper=self._helper)
         log_id = self._log(result, explanation)
         log.info("recall", tenant=result.tenant, items=len(result.items),
                  keyword_only=result.keyword_only, duration_ms=round(
@@ -151,6 +158,8 @@ class Memory:
         return self._state
 
     def close(self) -> None:
+        if self._helper is not None:
+            self._helper.close()
         self._sender.close()
         self._checkpointer.stop()
         self._state.close()
@@ -162,6 +171,21 @@ class Memory:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class RecallHelper:
+    """recall's helper threads (``engine.Helper``): each reads the state db through its own
+    read-only connection, so the first round's lists run beside the caller's."""
+
+    def __init__(self, state: Database, threads: int) -> None:
+        self._state = state
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mnemo-recall")
+
+    def submit(self, fn: Callable[[Any], T]) -> Future[T]:
+        return self._pool.submit(lambda: fn(self._state.conn))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 def _with_log_id(result: RecallResult, log_id: int) -> RecallResult:

@@ -109,6 +109,7 @@ def test_a_broken_vector_table_gives_keyword_only(seeded, mem) -> None:
 def test_explanation_log_is_bounded_and_never_holds_the_query(settings, seeded) -> None:
     seeder, _ = seeded
     seeder.turn("acme", "secret plans about the zeppelin")
+    seeder.tenant("default")
     settings = Settings.from_env({}, data_dir=settings.data_dir, recall_log_keep=5)
     query = "zeppelin plans xyzzy-unique-query"
     with Memory.open(settings) as m:

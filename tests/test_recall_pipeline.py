@@ -57,6 +57,8 @@ def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
     assert data["explanation"]["candidates"][0]["decision"] == "kept"
     bad = CliRunner().invoke(main, ["recall", "x" * 5000, "--tenant", "acme"])
     assert bad.exit_code == 1 and "MNEMO_MAX_QUERY_CHARS" in bad.output
+    unknown = CliRunner().invoke(main, ["recall", "cello", "--tenant", "acmee"])
+    assert unknown.exit_code == 1 and "mnemo tenant add acmee" in unknown.output
 
 
 def test_memory_explain_and_recollect_cli(settings: Settings, monkeypatch) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from memory_core import Memory
 from memory_core.db import open_state
 from memory_core.embedders.factory import make_embedder
-from memory_core.errors import InvalidInputError
+from memory_core.errors import InvalidInputError, UnknownTenantError
 from memory_core.recall.ppr import personalized_pagerank
 from memory_core.recall.query import fts_expression, prepare_query
 from memory_core.recall.strategy import PRESETS, RecallStrategy, get_strategy
@@ -43,6 +43,7 @@ def world(tmp_path_factory) -> Iterator[Memory]:
                                       f"and plays chess on day {i}")
             seeder.belief(tenant, "ana", "likes", f"{tenant} thing {i}", turn_uid=uid,
                           subject_name="Ana")
+    seeder.tenant("empty")  # exists, holds nothing
     db.close()
     mem = Memory.open(settings)
     yield mem
@@ -73,13 +74,17 @@ def test_arbitrary_queries_never_raise(world: Memory, query: str) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=GIB | st.sampled_from(["ana lake chess", "red secret", "blue thing", "Ana"]),
-       tenant=st.sampled_from(["red", "blue", "nobody"]))
+       tenant=st.sampled_from(["red", "blue", "empty", "nobody"]))
 def test_a_tenant_never_sees_another_tenants_memory(world: Memory, query: str,
                                                     tenant: str) -> None:
+    if tenant == "nobody":  # never created: refused, as after_turn refuses it
+        with pytest.raises(UnknownTenantError, match="mnemo tenant add nobody"):
+            world.recall(query, tenant=tenant)
+        return
     result = world.recall(query, tenant=tenant, budget=50)
-    other = {"red": "blue", "blue": "red", "nobody": "re"}[tenant]
+    other = {"red": "blue", "blue": "red", "empty": "re"}[tenant]
     for item in result.items:
-        assert tenant != "nobody"
+        assert tenant != "empty"
         assert other not in item.text.lower(), item
 
 

@@ -141,33 +141,20 @@ def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidat
 
 def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = episode_filter(scope)
+    # The turn pointers in turn order (a turn_uid holds no space) and the first speaker,
+    # in the same statement.
     rows = conn.execute(
-        "SELECT e.id, e.episode_uid, e.text, e.occurred_at, e.session_id, e.tier, e.importance "
+        "SELECT e.id, e.episode_uid, e.text, e.occurred_at, e.session_id, e.tier, e.importance, "
+        "(SELECT group_concat(t.turn_uid, ' ' ORDER BY t.session_id, t.idx) FROM episode_turns "
+        "et JOIN turns t ON t.id = et.turn_id WHERE et.episode_id = e.id), (SELECT t.speaker "
+        "FROM episode_turns et JOIN turns t ON t.id = et.turn_id WHERE et.episode_id = e.id "
+        "ORDER BY t.session_id, t.idx LIMIT 1) "
         f"FROM episodes e NOT INDEXED WHERE e.id IN ({_marks(len(ids))}) AND {cond}",
         [*ids, *params]).fetchall()
-    found = {r[0]: Candidate(
+    return {r[0]: Candidate(
         kind="episode", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], session_id=r[4],
-        tier=r[5], confidence=min(1.0, max(0.0, float(r[6])))) for r in rows}
-    for episode_id, (uids, speaker) in episode_turns(conn, list(found)).items():
-        found[episode_id].turn_uids = uids
-        found[episode_id].speaker = speaker
-    return found
-
-
-def episode_turns(conn: Any, episode_ids: Sequence[int],
-                  ) -> dict[int, tuple[tuple[str, ...], str | None]]:
-    """The turn pointers of each episode, in turn order, and the speaker of the first."""
-    if not episode_ids:
-        return {}
-    out: dict[int, list[str]] = {}
-    speakers: dict[int, str | None] = {}
-    for episode_id, uid, speaker in conn.execute(
-            "SELECT et.episode_id, t.turn_uid, t.speaker FROM episode_turns et JOIN turns t "
-            f"ON t.id = et.turn_id WHERE et.episode_id IN ({_marks(len(episode_ids))}) "
-            "ORDER BY et.episode_id, t.session_id, t.idx", list(episode_ids)):
-        out.setdefault(episode_id, []).append(uid)
-        speakers.setdefault(episode_id, speaker)
-    return {k: (tuple(v), speakers[k]) for k, v in out.items()}
+        tier=r[5], confidence=min(1.0, max(0.0, float(r[6]))),
+        turn_uids=tuple(r[7].split(" ")) if r[7] else (), speaker=r[8]) for r in rows}
 
 
 def _load_turns(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:

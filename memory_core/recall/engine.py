@@ -3,16 +3,18 @@
 Reads the state db only. Degrades instead of failing: with the embedder mismatched, the
 embedder broken or a vector table unreadable, recall is keyword-only and says why; an
 unreadable keyword index drops that list and says so. Only bad input raises
-(``InvalidInputError``).
+(``InvalidInputError``, and ``UnknownTenantError`` for a tenant that does not exist).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import structlog
@@ -27,10 +29,11 @@ from memory_core.recall.fusion import Budget, Scorer, apply_budget, diversify
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import RecallStrategy
-from memory_core.tenants import validate_tenant
+from memory_core.tenants import require_tenant
 from memory_core.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 MAX_SESSION_ID_CHARS = 256
 PPR_SEED_TOP = 5
 
@@ -66,19 +69,65 @@ class RecallRun:
         return self.scorer.rank(self.pool.values(), self.ppr if ppr is None else ppr,
                                 explain=explain)
 
-    def add(self, list_name: str, fetch: Callable[[], list[Candidate]], *,
+    def add(self, list_name: str, fn: Callable[[], list[Candidate]], *,
             dense: bool = False) -> None:
-        """Run one list; a database error drops the list (and dense search) with a reason."""
-        try:
-            merge(self.pool, list_name, fetch())
-        except sqlite_module().Error as e:
-            if dense:
-                self.keyword_only = True
-                self.degraded.append(f"vector index unreadable ({type(e).__name__}): run "
-                                     "`mnemo memory reindex`")
-            else:
-                self.degraded.append(f"{list_name} unavailable ({type(e).__name__})")
-            log.warning("recall_list_failed", list=list_name, error=type(e).__name__)
+        """Run one list and merge it (see ``take``)."""
+        self.take(fetch(list_name, fn, dense=dense))
+
+    def take(self, fetched: Fetched) -> None:
+        """Merge a fetched list; a database error drops the list (and for a dense list,
+        dense search) with a reason."""
+        if fetched.error is None:
+            merge(self.pool, fetched.name, fetched.found)
+            return
+        if fetched.dense:
+            self.keyword_only = True
+            self.degraded.append(f"vector index unreadable ({fetched.error}): run "
+                                 "`mnemo memory reindex`")
+        else:
+            self.degraded.append(f"{fetched.name} unavailable ({fetched.error})")
+        log.warning("recall_list_failed", list=fetched.name, error=fetched.error)
+
+    def note_vector(self, qv: QueryVector) -> None:
+        self.timings["embed_ms"] = qv.ms
+        if qv.degraded:
+            self.keyword_only = True
+            self.degraded.append(qv.degraded)
+        self.vector = qv.vector
+
+
+@dataclass
+class Fetched:
+    """One list's outcome: fetched (perhaps on a helper thread), merged by ``take``."""
+
+    name: str
+    found: list[Candidate] = field(default_factory=list)
+    error: str | None = None  # the database error's class name
+    dense: bool = False
+
+
+def fetch(name: str, fn: Callable[[], list[Candidate]], *, dense: bool = False) -> Fetched:
+    try:
+        return Fetched(name, fn(), dense=dense)
+    except sqlite_module().Error as e:
+        return Fetched(name, error=type(e).__name__, dense=dense)
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """The query embedding, or None with why dense search is off (``degraded``)."""
+
+    vector: np.ndarray | None
+    degraded: str | None = None
+    ms: float = 0.0
+
+
+class Helper(Protocol):
+    """Runs work on another thread with that thread's own state-db connection (``Memory``
+    has one): SQLite and the embedder release the GIL, so on two cores the first round's
+    lists overlap."""
+
+    def submit(self, fn: Callable[[Any], T]) -> Future[T]: ...
 
 
 def resolve_as_of(as_of: datetime | str | None) -> str | None:
@@ -111,62 +160,86 @@ def resolve_budget(budget: Budget | int | None, items: int, tokens: int) -> Budg
                             "or None")
 
 
-def _query_vector(run: RecallRun) -> np.ndarray | None:
-    """The query embedding, or None with keyword_only set and the reason recorded."""
-    if not run.query.text:
-        return None
+def query_vector(conn: Any, index: VectorIndex, strategy: RecallStrategy,
+                 text: str) -> QueryVector:
+    """Embed the query for dense search, unless dense search is off (and then why)."""
+    if not text:
+        return QueryVector(None)
     started = time.perf_counter()
+
+    def off(reason: str | None) -> QueryVector:
+        return QueryVector(None, reason, (time.perf_counter() - started) * 1000)
+
     try:
-        if not run.index.dense_enabled(run.conn):
-            run.keyword_only = True
-            run.degraded.append("embedder mismatch or no vector index: dense search is off "
-                                "until `mnemo memory reindex`")
-            return None
-        if not run.index.embedder.semantic and not run.strategy.dense_with_keyword_embedder:
-            return None  # a keyword-grade embedder's neighbours only repeat FTS, noisily
-        vector = run.index.embedder.embed([run.query.text])[0]
+        if not index.dense_enabled(conn):
+            return off("embedder mismatch or no vector index: dense search is off until "
+                       "`mnemo memory reindex`")
+        if not index.embedder.semantic and not strategy.dense_with_keyword_embedder:
+            return off(None)  # a keyword-grade embedder's neighbours only repeat FTS, noisily
+        vector = index.embedder.embed([text])[0]
     except EmbedderError as e:
-        run.keyword_only = True
-        run.degraded.append(f"embedder failed ({type(e).__name__})")
-        return None
+        return off(f"embedder failed ({type(e).__name__})")
     except sqlite_module().Error as e:
-        run.keyword_only = True
-        run.degraded.append(f"vector index unreadable ({type(e).__name__})")
-        return None
-    finally:
-        run.timings["embed_ms"] = (time.perf_counter() - started) * 1000
-    return vector
+        return off(f"vector index unreadable ({type(e).__name__})")
+    return QueryVector(vector, None, (time.perf_counter() - started) * 1000)
 
 
-def _gather(run: RecallRun) -> None:
-    conn, scope, strat, terms = run.conn, run.scope, run.strategy, run.query.terms
-    entities = search.query_entities(conn, scope.tenant, run.query.text)
-
-    def fts(kind: str, list_name: str) -> list[Candidate]:
-        return search.fts(conn, kind, scope, terms, strat.k_for(list_name), stats=run.stats,
-                          common_df=strat.fts_common_df, rank_budget=strat.fts_rank_budget,
-                          local_fraction=strat.fts_tenant_common_fraction)
-
-    run.add("belief_entity",
-            lambda: search.beliefs_about(conn, scope, entities, strat.k_for("belief_entity")))
-    run.add("belief_fts", lambda: fts("belief", "belief_fts"))
-    run.add("episode_fts", lambda: fts("episode", "episode_fts"))
-    vector = _query_vector(run)
-    if vector is not None:
-        for kind in ("belief", "episode"):
-            name = f"{kind}_dense"
-            run.add(name, lambda k=kind, n=name: search.dense(
-                conn, run.index, k, scope, vector, strat.k_for(n)), dense=True)
-    run.vector = vector
+def _gather(run: RecallRun, helper: Helper | None = None) -> None:
+    conn, strat = run.conn, run.strategy
+    entities = _first_round(run, helper)
     if len(run.pool) < strat.turn_fallback_below:
         run.used_turn_fallback = True
-        run.add("turn_fts", lambda: fts("turn", "turn_fts"))
-    if strat.ppr_enabled and strat.k_for("graph") > 0:
-        _walk(run, entities)
-    if strat.feedback_seeds > 0:
-        _feedback(run)
+        run.add("turn_fts", lambda: _fts(run, conn, "turn", "turn_fts"))
+    _second_round(run, entities, helper)
     if strat.k_for("neighbour") > 0 and strat.weight_for("neighbour") > 0:
         _neighbours(run)
+
+
+def _fts(run: RecallRun, conn: Any, kind: str, list_name: str) -> list[Candidate]:
+    strat = run.strategy
+    return search.fts(conn, kind, run.scope, run.query.terms, strat.k_for(list_name),
+                      stats=run.stats, common_df=strat.fts_common_df,
+                      rank_budget=strat.fts_rank_budget,
+                      local_fraction=strat.fts_tenant_common_fraction)
+
+
+def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
+    """The lists straight from the query, on two lanes: the caller's thread runs the entity
+    bridge and the keyword lists; a helper thread (its own connection) embeds the query and
+    runs the dense lists, or with a keyword-grade embedder takes the belief keyword list.
+    Lists are merged in one fixed order whichever lane ran them. Returns the entities the
+    query names."""
+    strat, scope = run.strategy, run.scope
+    semantic = run.index.embedder.semantic or strat.dense_with_keyword_embedder
+
+    def lane_b(conn: Any) -> tuple[list[Fetched], QueryVector, list[Fetched]]:
+        before = [] if semantic else [
+            fetch("belief_fts", lambda: _fts(run, conn, "belief", "belief_fts"))]
+        qv = query_vector(conn, run.index, strat, run.query.text)
+        dense = []
+        if qv.vector is not None:
+            vector = qv.vector
+            dense = [fetch(f"{kind}_dense", lambda k=kind: search.dense(
+                conn, run.index, k, scope, vector, strat.k_for(f"{k}_dense")), dense=True)
+                for kind in ("belief", "episode")]
+        return before, qv, dense
+
+    pending = helper.submit(lane_b) if helper is not None else None
+    conn = run.conn
+    entities = search.query_entities(conn, scope.tenant, run.query.text)
+    lane_a = [fetch("belief_entity", lambda: search.beliefs_about(
+        conn, scope, entities, strat.k_for("belief_entity")))]
+    if semantic:
+        lane_a.append(fetch("belief_fts", lambda: _fts(run, conn, "belief", "belief_fts")))
+    lane_a.append(fetch("episode_fts", lambda: _fts(run, conn, "episode", "episode_fts")))
+    before, qv, dense = pending.result() if pending is not None else lane_b(conn)
+    order = ("belief_entity", "belief_fts", "episode_fts")
+    for fetched in sorted([*lane_a, *before], key=lambda f: order.index(f.name)):
+        run.take(fetched)
+    run.note_vector(qv)
+    for fetched in dense:
+        run.take(fetched)
+    return entities
 
 
 def _neighbours(run: RecallRun) -> None:
@@ -176,36 +249,64 @@ def _neighbours(run: RecallRun) -> None:
         run.conn, run.scope, top, run.strategy.neighbour_span)])
 
 
-def _feedback(run: RecallRun) -> None:
-    """Second round seeded by the first round's best episodes (recall/feedback.py)."""
+def _second_round(run: RecallRun, entities: list[str], helper: Helper | None) -> None:
+    """The graph walk and the feedback round, both seeded by the first round's ranking. The
+    feedback searches run on a helper thread while the walk runs here."""
     strat = run.strategy
-    want_fts = strat.k_for("feedback_fts") > 0 and strat.weight_for("feedback_fts") > 0
-    want_dense = (run.vector is not None and strat.k_for("feedback_dense") > 0
-                  and strat.weight_for("feedback_dense") > 0)
-    if not (want_fts or want_dense):
+    walk = strat.ppr_enabled and strat.k_for("graph") > 0
+    searches = _feedback_searches(run)
+    if not walk and searches is None:
         return
     started = time.perf_counter()
-    ranked = run.rank()
-    seeds = [c for c in ranked if c.kind == "episode"][: strat.feedback_seeds]
-    if want_fts:
-        terms = run.query.terms if strat.feedback_query_terms else ()
-        run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
-            run.conn, run.scope, terms, seeds, strat.k_for("feedback_fts"),
-            stats=run.stats, common_df=strat.feedback_common_df,
-            rank_budget=strat.feedback_rank_budget, max_terms=strat.feedback_max_terms,
-            local_fraction=strat.fts_tenant_common_fraction)])
-    if want_dense and run.vector is not None:
-        vector = run.vector
-        run.add("feedback_dense", lambda: [run.pool.get(c.key, c) for c in feedback.dense(
-            run.conn, run.index, run.scope, vector, seeds, strat.k_for("feedback_dense"),
-            strat.feedback_beta)], dense=True)
-    run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
+    ranked = run.rank(ppr={})
+    job = pending = None
+    if searches is not None:
+        seeds = [c for c in ranked if c.kind == "episode"][: strat.feedback_seeds]
+        job = functools.partial(searches, seeds=seeds)  # job(conn)
+        pending = helper.submit(job) if helper is not None else None
+    if walk:
+        _walk(run, entities, ranked)
+    if job is not None:
+        for fetched in pending.result() if pending is not None else job(run.conn):
+            # Pool objects are reused so ranks from every list land on one candidate.
+            fetched.found = [run.pool.get(c.key, c) for c in fetched.found]
+            run.take(fetched)
+        run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
 
 
-def _walk(run: RecallRun, entities: list[str]) -> None:
+def _feedback_searches(run: RecallRun,
+                       ) -> Callable[[Any, list[Candidate]], list[Fetched]] | None:
+    """The second round's searches (recall/feedback.py) as one job for a connection and the
+    seed episodes, or None when the strategy runs none."""
+    strat, scope = run.strategy, run.scope
+    want_fts = strat.k_for("feedback_fts") > 0 and strat.weight_for("feedback_fts") > 0
+    vector = run.vector
+    want_dense = (vector is not None and strat.k_for("feedback_dense") > 0
+                  and strat.weight_for("feedback_dense") > 0)
+    if strat.feedback_seeds <= 0 or not (want_fts or want_dense):
+        return None
+    terms = run.query.terms if strat.feedback_query_terms else ()
+
+    def searches(conn: Any, seeds: list[Candidate]) -> list[Fetched]:
+        out = []
+        if want_fts:
+            out.append(fetch("feedback_fts", lambda: feedback.fts(
+                conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
+                common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
+                max_terms=strat.feedback_max_terms,
+                local_fraction=strat.fts_tenant_common_fraction)))
+        if want_dense and vector is not None:
+            out.append(fetch("feedback_dense", lambda: feedback.dense(
+                conn, run.index, scope, vector, seeds, strat.k_for("feedback_dense"),
+                strat.feedback_beta), dense=True))
+        return out
+
+    return searches
+
+
+def _walk(run: RecallRun, entities: list[str], ranked: list[Candidate]) -> None:
     """Personalised PageRank around the seeds; its best nodes become the ``graph`` list."""
     started = time.perf_counter()
-    ranked = run.rank(ppr={})
     try:
         scores = graph.ego_pagerank(run.conn, run.scope, run.strategy, entities,
                                     ranked[:PPR_SEED_TOP])
@@ -232,15 +333,15 @@ def recall(conn: Any, index: VectorIndex, *, query: object, tenant: object,
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
-           ) -> tuple[RecallResult, dict[str, Any]]:
+           helper: Helper | None = None) -> tuple[RecallResult, dict[str, Any]]:
     """Run one recall; returns the result and its explanation (for the recall log)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
-    scope = Scope(tenant=validate_tenant(tenant), now=to_db(now or utcnow()),
+    scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
                   as_of=resolve_as_of(as_of), include_archive=strategy.include_archive)
     run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
                     stats=stats)
-    _gather(run)
+    _gather(run, helper)
     ranked = run.rank(explain=True)
     ranked = diversify(ranked, strategy.session_diversity)
     kept, reasons = apply_budget(ranked, budget)
