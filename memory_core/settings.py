@@ -299,8 +299,8 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_RECALL_MAX_ITEMS", "recall_max_items", _int_parser(1, 1000),
          "Default number of items a recall returns."),
     _Var("MNEMO_RECALL_HELPER_THREADS", "recall_helper_threads", _int_parser(0, 64),
-         "Threads in the chat process that run part of each recall beside the caller "
-         "(query embedding, dense or belief search); 0 runs it all on the caller's thread."),
+         "Threads in the chat process that embed the query and run dense search beside "
+         "the caller's keyword search (semantic embedders); 0: all on the caller's thread."),
     _Var("MNEMO_RECALL_MAX_TOKENS", "recall_max_tokens", _int_parser(16, 1_000_000),
          "Default token budget of a recall result."),
     _Var("MNEMO_RECALL_LOG_KEEP", "recall_log_keep", _int_parser(1, 100_000),
