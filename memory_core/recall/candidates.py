@@ -101,6 +101,28 @@ def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
     return sql, params
 
 
+def beliefs_touching(conn: Any, scope: Scope, entity_ids: Sequence[str], columns: str,
+                     limit: int) -> list[tuple[Any, ...]]:
+    """``columns`` (of ``b``) of the visible beliefs whose subject or object is one of
+    ``entity_ids``, most confident and most recent first, at most ``limit``.
+
+    One indexed search per column, then their union: with ``subject OR object`` the
+    planner walked every belief of the tenant (320 ms per entity at 200k beliefs).
+    """
+    if not entity_ids or limit <= 0:
+        return []
+    cond, params = belief_filter(scope)
+    marks = _marks(len(entity_ids))
+    return conn.execute(
+        f"SELECT {columns} FROM beliefs b WHERE b.id IN ("
+        f"SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE {cond} AND "
+        f"b.subject_id IN ({marks}) UNION "
+        f"SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_object WHERE {cond} AND "
+        f"b.object_entity_id IN ({marks})) "
+        "ORDER BY b.confidence DESC, b.valid_from DESC LIMIT ?",
+        [*params, *entity_ids, *params, *entity_ids, int(limit)]).fetchall()
+
+
 FILTERS = {"belief": belief_filter, "episode": episode_filter, "turn": turn_filter}
 TABLES = {"belief": "beliefs", "episode": "episodes", "turn": "turns"}
 ALIASES = {"belief": "b", "episode": "e", "turn": "t"}

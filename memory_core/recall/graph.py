@@ -13,12 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from memory_core.recall.candidates import Candidate, Scope, belief_filter, episode_filter
+from memory_core.recall.candidates import (
+    Candidate,
+    Scope,
+    belief_filter,
+    beliefs_touching,
+    episode_filter,
+)
 from memory_core.recall.ppr import Graph, Node, personalized_pagerank
 from memory_core.recall.strategy import RecallStrategy
 
 HUB = "user"
 MAX_HOPS = 2
+BELIEF_COLUMNS = "b.id, b.subject_id, b.object_entity_id, b.turn_uid"
 
 
 def _marks(n: int) -> str:
@@ -33,37 +40,27 @@ def _add_belief(graph: Graph, row_id: int, subject: str | None, obj: str | None)
         graph.add_edge(node, ("entity", obj))
 
 
-def _beliefs_of(conn: Any, scope: Scope, entity_ids: Sequence[str],
-                per_entity: int) -> list[tuple[int, str, str | None, str | None]]:
-    cond, params = belief_filter(scope)
-    rows = []
-    for entity_id in entity_ids:  # one indexed query per entity keeps each one bounded
-        rows += conn.execute(
-            f"SELECT b.id, b.subject_id, b.object_entity_id, b.turn_uid FROM beliefs b "
-            f"WHERE {cond} AND (b.subject_id = ? OR b.object_entity_id = ?) "
-            "ORDER BY b.confidence DESC, b.valid_from DESC LIMIT ?",
-            [*params, entity_id, entity_id, per_entity]).fetchall()
-    return rows
-
-
 def _expand(conn: Any, graph: Graph, scope: Scope, seeds: Iterable[str],
             per_entity: int) -> dict[str, int]:
-    """Breadth-first over entities; returns ``turn_uid -> belief row id`` for linking."""
+    """Breadth-first over entities, one indexed query per entity, until the graph is
+    full; returns ``turn_uid -> belief row id`` for linking."""
     frontier = list(dict.fromkeys(seeds))
     seen = set(frontier)
     turn_of: dict[str, int] = {}
     for _hop in range(MAX_HOPS):
-        if not frontier or graph.full:
-            break
         nxt: list[str] = []
-        for row_id, subject, obj, turn_uid in _beliefs_of(conn, scope, frontier, per_entity):
-            _add_belief(graph, row_id, subject, obj)
-            if turn_uid:
-                turn_of.setdefault(turn_uid, row_id)
-            for ent in (subject, obj):
-                if ent and ent not in seen and ent != HUB:
-                    seen.add(ent)
-                    nxt.append(ent)
+        for entity_id in frontier:
+            if graph.full:
+                return turn_of
+            for row_id, subject, obj, turn_uid in beliefs_touching(
+                    conn, scope, (entity_id,), BELIEF_COLUMNS, per_entity):
+                _add_belief(graph, row_id, subject, obj)
+                if turn_uid:
+                    turn_of.setdefault(turn_uid, row_id)
+                for ent in (subject, obj):
+                    if ent and ent not in seen and ent != HUB:
+                        seen.add(ent)
+                        nxt.append(ent)
         frontier = nxt
     return turn_of
 
@@ -96,7 +93,7 @@ def _link_candidates(conn: Any, graph: Graph, scope: Scope, pool: Sequence[Candi
         return
     cond, params = belief_filter(scope)
     for row_id, subject, obj, turn_uid in conn.execute(
-            "SELECT b.id, b.subject_id, b.object_entity_id, b.turn_uid FROM beliefs b "
+            f"SELECT {BELIEF_COLUMNS} FROM beliefs b "
             f"WHERE {cond} AND b.turn_uid IN ({_marks(len(uids))})", [*params, *uids]):
         _add_belief(graph, row_id, subject, obj)
         graph.add_edge(("belief", row_id), ("episode", episode_of[turn_uid]))

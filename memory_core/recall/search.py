@@ -23,7 +23,7 @@ from memory_core.recall.candidates import (
     TABLES,
     Candidate,
     Scope,
-    belief_filter,
+    beliefs_touching,
     load,
 )
 from memory_core.recall.query import fts_expression
@@ -308,13 +308,5 @@ def beliefs_about(conn: Any, scope: Scope, entity_ids: Sequence[str],
                   k: int) -> list[Candidate]:
     """Visible beliefs whose subject or object is one of ``entity_ids``: most confident and
     most recent first."""
-    if not entity_ids or k <= 0:
-        return []
-    cond, params = belief_filter(scope)
-    marks = ",".join("?" * len(entity_ids))
-    ids = [r[0] for r in conn.execute(
-        f"SELECT b.id FROM beliefs b WHERE {cond} AND (b.subject_id IN ({marks}) "
-        f"OR b.object_entity_id IN ({marks})) "
-        "ORDER BY b.confidence DESC, b.valid_from DESC LIMIT ?",
-        [*params, *entity_ids, *entity_ids, int(k)])]
+    ids = [r[0] for r in beliefs_touching(conn, scope, entity_ids, "b.id", k)]
     return _in_order(load(conn, "belief", scope, ids), ids)
