@@ -194,8 +194,8 @@ def _measure_in_child(data_dir: str, queries: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="10000,100000,1000000")
-    p.add_argument("--queries", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--queries", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=5,
                    help="fresh processes timed per size; the table gives their medians")
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the child process

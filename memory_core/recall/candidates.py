@@ -17,7 +17,7 @@ from typing import Any
 KINDS = ("belief", "episode", "turn")
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """One row under consideration, with its rank in each list that found it."""
 
