@@ -109,3 +109,25 @@ def test_the_recall_log_reads_back_as_dicts_in_either_format(seeded, mem) -> Non
         (json.dumps({"recalled": ["episode:ep_old"], "candidates": [old_entry]}),))
     assert last_log(mem.ops_db.conn, "acme")["candidates"] == [old_entry]
     assert recalls_of(mem.ops_db.conn, "acme", "episode:ep_old")[0]["turn_uids"] == ["old"]
+
+
+def test_neighbours_are_the_episodes_next_to_the_best_hits(seeded) -> None:
+    from memory_core.recall.candidates import load
+    from memory_core.recall.context import neighbours
+
+    seeder, db = seeded
+    uids = [seeder.turn("acme", f"line {i}", session="s9") for i in range(5)]
+    other = seeder.turn("acme", "another chat", session="s8")
+    conn = db.conn
+    scope = Scope(tenant="acme", now=to_db(utcnow()))
+    episode_of = {r[0]: r[1] for r in conn.execute(
+        "SELECT t.turn_uid, et.episode_id FROM turns t JOIN episode_turns et ON "
+        "et.turn_id = t.id")}
+    top = list(load(conn, "episode", scope, [episode_of[uids[2]], episode_of[other]]).values())
+    top.sort(key=lambda c: c.turn_uids[0] != uids[2])  # the middle line first
+    got = neighbours(conn, scope, top, span=1)
+    # The turns just before and after the hit, in its session; nothing next to the lone
+    # turn of the other session; the hits themselves are not their own neighbours.
+    assert [c.turn_uids for c in got] == [(uids[1],), (uids[3],)]
+    wider = neighbours(conn, scope, top[:1], span=2)
+    assert [c.turn_uids for c in wider] == [(uids[1],), (uids[3],), (uids[0],), (uids[4],)]

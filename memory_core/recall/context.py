@@ -32,15 +32,19 @@ def neighbours(conn: Any, scope: Scope, top: Sequence[Candidate], span: int) -> 
     spots = list(dict.fromkeys(pos[u] for c in top for u in c.turn_uids if u in pos))
     cond, params = episode_filter(scope)
     by_pos: dict[tuple[str, int], int] = {}
-    # One indexed range per hit (an OR of ranges defeats the index); CROSS JOIN keeps the
-    # planner from starting at episodes.
-    for session, idx in spots:
+    if spots:
+        # One statement: an indexed range of turns per hit (an OR of ranges defeats the
+        # index), then their episodes; CROSS JOIN keeps the planner from starting at
+        # episodes.
+        ranges = " UNION ALL ".join(
+            ["SELECT id FROM turns WHERE tenant = ? AND session_id = ? AND idx BETWEEN ? AND ? "
+             "AND idx != ?"] * len(spots))
+        range_params = [p for session, idx in spots
+                        for p in (scope.tenant, session, idx - span, idx + span, idx)]
         for s_id, t_idx, e_id in conn.execute(
                 "SELECT t.session_id, t.idx, e.id FROM turns t CROSS JOIN episode_turns et "
                 "ON et.turn_id = t.id CROSS JOIN episodes e ON e.id = et.episode_id WHERE "
-                "t.tenant = ? "
-                f"AND t.session_id = ? AND t.idx BETWEEN ? AND ? AND t.idx != ? AND {cond}",
-                [scope.tenant, session, idx - span, idx + span, idx, *params]):
+                f"t.id IN ({ranges}) AND {cond}", [*range_params, *params]):
             by_pos[(s_id, int(t_idx))] = int(e_id)
     wanted = [(s, i + d) for s, i in spots for d in sorted(range(-span, span + 1), key=abs)
               if d != 0]
