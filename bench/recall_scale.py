@@ -10,11 +10,12 @@ Zipf-distributed vocabulary with names, places and dates), then, in a fresh proc
 ``Memory`` with the hash embedder and times ``recall()`` on generated questions: p50 and p95
 of the whole call (query embedding, every list, graph walk, fusion, recall-log write) and
 the process's peak RSS; each size is timed in ``--rounds`` fresh processes and the table
-gives the medians. Questions draw their words from the stored vocabulary (Zipf-distributed:
-some rare, some in thousands of memories). Vectors are not generated: with a keyword-grade
-(hash) embedder the default strategy does not run dense search (its neighbours only repeat
-FTS), so they would not change the figures; with a semantic embedder they would (sqlite-vec
-is brute force).
+gives the medians, with a CPU reference (a fixed pure-Python loop, timed after each round)
+to show how fast the machine was. Questions draw their words from the stored vocabulary
+(Zipf-distributed: some rare, some in thousands of memories). Vectors are not generated:
+with a keyword-grade (hash) embedder the default strategy does not run dense search (its
+neighbours only repeat FTS), so they would not change the figures; with a semantic embedder
+they would (sqlite-vec is brute force).
 """
 
 from __future__ import annotations
@@ -162,6 +163,19 @@ def _dt(epoch: int) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+def cpu_reference_ms(repeats: int = 15) -> float:
+    """Median time of a fixed pure-Python loop: how fast this machine is right now (on a
+    shared VM it moves by half from minute to minute, and recall with it)."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for i in range(200_000):
+            total += i * i
+        times.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(times), 2)
+
+
 def measure(data_dir: str, queries: int) -> dict:
     """Runs in a fresh process: open Memory, warm up, time ``queries`` recalls."""
     from memory_core import Memory
@@ -182,6 +196,7 @@ def measure(data_dir: str, queries: int) -> dict:
                 times.append((time.perf_counter() - t) * 1000)
     q = statistics.quantiles(times, n=100, method="inclusive")
     return {"p50_ms": round(q[49], 2), "p95_ms": round(q[94], 2),
+            "cpu_ref_ms": cpu_reference_ms(),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
@@ -205,8 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows = []
     print("| memories | generate s | db MB | recall p50 ms | recall p95 ms | p95 of each round "
-          "| peak RSS MB |")
-    print("|---:|---:|---:|---:|---:|---|---:|")
+          "| CPU reference ms | peak RSS MB |")
+    print("|---:|---:|---:|---:|---:|---|---:|---:|")
     for size in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="mnemo-scale-") as tmp:
             settings = Settings.from_env({}, data_dir=Path(tmp), log_level="error")
@@ -217,11 +232,12 @@ def main(argv: list[str] | None = None) -> None:
                "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
                "p95_ms": statistics.median(r["p95_ms"] for r in rounds),
                "p95_rounds_ms": [r["p95_ms"] for r in rounds],
+               "cpu_ref_ms": statistics.median(r["cpu_ref_ms"] for r in rounds),
                "peak_rss_mb": max(r["peak_rss_mb"] for r in rounds)}
         rows.append(res)
         print(f"| {size:,} | {res['generate_s']} | {res['db_mb']} | {res['p50_ms']} | "
               f"{res['p95_ms']} | {' / '.join(map(str, res['p95_rounds_ms']))} | "
-              f"{res['peak_rss_mb']} |", flush=True)
+              f"{res['cpu_ref_ms']} | {res['peak_rss_mb']} |", flush=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=2), encoding="utf-8")
 

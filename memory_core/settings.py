@@ -158,7 +158,7 @@ class Settings:
     max_turn_chars: int = 32_768
     max_query_chars: int = 4_096
     recall_max_items: int = 10
-    recall_helper_threads: int = 2
+    recall_helper_threads: int = 0
     recall_max_tokens: int = 1_500
     recall_log_keep: int = 500
     queue_lease_seconds: int = 60
@@ -300,7 +300,7 @@ VARIABLES: tuple[_Var, ...] = (
          "Default number of items a recall returns."),
     _Var("MNEMO_RECALL_HELPER_THREADS", "recall_helper_threads", _int_parser(0, 64),
          "Threads in the chat process that embed the query and run dense search beside "
-         "the caller's keyword search (semantic embedders); 0: all on the caller's thread."),
+         "the caller's keyword search (semantic embedders; worth it with spare cores)."),
     _Var("MNEMO_RECALL_MAX_TOKENS", "recall_max_tokens", _int_parser(16, 1_000_000),
          "Default token budget of a recall result."),
     _Var("MNEMO_RECALL_LOG_KEEP", "recall_log_keep", _int_parser(1, 100_000),

@@ -4,14 +4,20 @@ log read back as dicts."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
+from memory_core import Memory
 from memory_core.clock import to_db, utcnow
 from memory_core.recall import search
-from memory_core.recall.candidates import Scope
+from memory_core.recall.candidates import Scope, load
+from memory_core.recall.context import neighbours
 from memory_core.recall.explain import last_log, recalls_of
 from memory_core.recall.search import TermPlan, TermStats, plan_terms
+from memory_core.recall.strategy import RecallStrategy
+from memory_core.settings import Settings
 
 pytest_plugins = ("tests.helpers.recall_fixtures",)
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _world(seeder) -> None:
@@ -112,9 +118,6 @@ def test_the_recall_log_reads_back_as_dicts_in_either_format(seeded, mem) -> Non
 
 
 def test_neighbours_are_the_episodes_next_to_the_best_hits(seeded) -> None:
-    from memory_core.recall.candidates import load
-    from memory_core.recall.context import neighbours
-
     seeder, db = seeded
     uids = [seeder.turn("acme", f"line {i}", session="s9") for i in range(5)]
     other = seeder.turn("acme", "another chat", session="s8")
@@ -131,3 +134,22 @@ def test_neighbours_are_the_episodes_next_to_the_best_hits(seeded) -> None:
     assert [c.turn_uids for c in got] == [(uids[1],), (uids[3],)]
     wider = neighbours(conn, scope, top[:1], span=2)
     assert [c.turn_uids for c in wider] == [(uids[1],), (uids[3],), (uids[0],), (uids[4],)]
+
+
+def test_a_helper_thread_changes_nothing_in_the_result(settings, seeded) -> None:
+    seeder, _ = seeded
+    _world(seeder)
+    dense_too = RecallStrategy().with_(dense_with_keyword_embedder=True)  # a dense lane
+    results, lists = [], set()
+    for threads in (0, 2):
+        s = Settings.from_env({}, data_dir=settings.data_dir, recall_helper_threads=threads)
+        with Memory.open(s) as m:
+            r = m.recall("the red kayak in Lisbon", tenant="acme", budget=20,
+                         strategy=dense_too, now=NOW)
+            results.append([(i.item_id, i.score, i.components) for i in r.items])
+            m.recall("kayak", tenant="acme", strategy=dense_too)  # both lanes, again
+            lists |= {k for c in last_log(m.ops_db.conn, "acme")["candidates"]
+                      for k in c["lists"]}
+            assert not r.keyword_only
+    assert results[0] == results[1] and len(results[0]) == 20
+    assert {"episode_dense", "episode_fts"} <= lists
