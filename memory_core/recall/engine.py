@@ -123,8 +123,8 @@ class QueryVector:
 
 class Helper(Protocol):
     """Runs work on another thread with that thread's own state-db connection (``Memory``
-    has one): SQLite and the embedder release the GIL, so on two cores the first round's
-    lists overlap."""
+    has one when MNEMO_RECALL_HELPER_THREADS > 0): the query embedding and dense search,
+    which release the GIL, beside the caller's keyword search."""
 
     def submit(self, fn: Callable[[Any], T]) -> Future[T]: ...
 
