@@ -24,15 +24,14 @@ from typing import Any, TypeVar
 
 import structlog
 
-from memory_core.db.checkpoint import WalCheckpointer
-from memory_core.db.sqlite import sqlite_module
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder, warn_keyword_grade_once
 from memory_core.embedders.factory import make_embedder
 from memory_core.post_turn import TurnSender, turn_message
 from memory_core.recall import engine
-from memory_core.recall.explain import write_recall_log
+from memory_core.recall.explain import encode
 from memory_core.recall.fusion import Budget
+from memory_core.recall.log_writer import RecallLogWriter
 from memory_core.recall.result import RecallResult
 from memory_core.recall.search import TermStats
 from memory_core.recall.strategy import RecallStrategy, get_strategy
@@ -55,8 +54,8 @@ class Memory:
         self.settings = settings
         self._state = state
         self._ops = ops
-        # The recall log's writes never pay for a WAL checkpoint on the chat path.
-        self._checkpointer = WalCheckpointer(ops)
+        # The recall log is written by a background thread, off the chat path.
+        self._log_writer = RecallLogWriter(ops, settings.recall_log_keep)
         self.embedder = embedder
         self._index = VectorIndex(embedder)
         self._term_stats = TermStats()
@@ -94,8 +93,10 @@ class Memory:
         ``session_id`` favours the caller's chat session; ``as_of`` (aware datetime or
         ISO text) asks what was valid at that world time; ``budget`` is a
         ``Budget(items, tokens)`` or an item count (default from settings). The explanation
-        goes to the recall log (query digest only). Never fails on store trouble: dense
-        search off gives ``keyword_only=True`` with ``degraded_reason``.
+        goes to the recall log (query digest only), written in the background:
+        ``result.log_id`` names its row and ``flush_recall_log()`` waits for it. Never
+        fails on store trouble: dense search off gives ``keyword_only=True`` with
+        ``degraded_reason``.
 
         Raises:
             InvalidInputError: the query is not a str or is over MNEMO_MAX_QUERY_CHARS, or
@@ -112,23 +113,17 @@ class Memory:
             strategy=strat, max_query_chars=self.settings.max_query_chars, budget=resolved,
             session_id=session_id, as_of=as_of, now=now, stats=self._term_stats,
             helper=self._helper)
-        log_id = self._log(result, explanation)
+        log_id = self._log_writer.submit(result.tenant, result.query_digest, result.strategy,
+                                         encode(explanation))
         log.info("recall", tenant=result.tenant, items=len(result.items),
                  keyword_only=result.keyword_only, duration_ms=round(
                      result.timings_ms.get("total_ms", 0.0), 2), outcome="ok")
         return result if log_id is None else _with_log_id(result, log_id)
 
-    def _log(self, result: RecallResult, explanation: dict[str, Any]) -> int | None:
-        """Write the explanation; a failure is logged, never raised (recall must answer)."""
-        try:
-            log_id = write_recall_log(self._ops.conn, result.tenant, result.query_digest,
-                                      result.strategy, explanation,
-                                      self.settings.recall_log_keep)
-            self._checkpointer.note_write()
-            return log_id
-        except sqlite_module().Error as e:
-            log.warning("recall_log_failed", tenant=result.tenant, error=type(e).__name__)
-            return None
+    def flush_recall_log(self) -> None:
+        """Wait until the recall log holds every recall made so far (it is written in the
+        background; ``close`` flushes too)."""
+        self._log_writer.flush()
 
     def after_turn(self, turn: TurnInput | Mapping[str, Any]) -> str:
         """Hand a finished turn to the workers; returns the message id at once.
@@ -161,7 +156,7 @@ class Memory:
         if self._helper is not None:
             self._helper.close()
         self._sender.close()
-        self._checkpointer.stop()
+        self._log_writer.close()
         self._state.close()
         self._ops.close()
 

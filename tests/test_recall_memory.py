@@ -116,6 +116,7 @@ def test_explanation_log_is_bounded_and_never_holds_the_query(settings, seeded) 
         for _ in range(8):
             result = m.recall(query, tenant="acme")
         m.recall("other tenant query", tenant="default")
+        m.flush_recall_log()
         conn = m.ops_db.conn
         assert conn.execute("SELECT count(*) FROM recall_log WHERE tenant='acme'"
                             ).fetchone()[0] == 5

@@ -92,6 +92,7 @@ def test_the_recall_log_reads_back_as_dicts_in_either_format(seeded, mem) -> Non
     seeder, _ = seeded
     _world(seeder)
     result = mem.recall("the red kayak", tenant="acme", budget=3)
+    mem.flush_recall_log()
     log = last_log(mem.ops_db.conn, "acme", result.log_id)
     assert log is not None and "format" not in log
     kept = [c for c in log["candidates"] if c["decision"] == "kept"]
@@ -148,6 +149,7 @@ def test_a_helper_thread_changes_nothing_in_the_result(settings, seeded) -> None
                          strategy=dense_too, now=NOW)
             results.append([(i.item_id, i.score, i.components) for i in r.items])
             m.recall("kayak", tenant="acme", strategy=dense_too)  # both lanes, again
+            m.flush_recall_log()
             lists |= {k for c in last_log(m.ops_db.conn, "acme")["candidates"]
                       for k in c["lists"]}
             assert not r.keyword_only

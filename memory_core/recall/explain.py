@@ -2,9 +2,10 @@
 
 A row holds the query's sha256 digest (never the query), the strategy, and JSON of ids,
 ranks, components and decisions (never memory text), one compact row per candidate that
-``expand`` turns back into a dict. It is written and trimmed to the last
-``keep`` rows of the tenant in one transaction. The ids of recalled episodes are what a
-worker later uses to reinforce them: the chat process never writes the state db.
+``expand`` turns back into a dict. It is written and trimmed to the last ``keep`` rows of
+the tenant in one transaction (by ``log_writer``, off the chat path). The ids of recalled
+episodes are what a worker later uses to reinforce them: the chat process never writes
+the state db.
 """
 
 from __future__ import annotations
@@ -68,14 +69,20 @@ def build_explanation(ranked: Sequence[Candidate], reasons: dict[tuple[str, int]
     }
 
 
-def write_recall_log(conn: Any, tenant: str, query_digest: str, strategy: str,
-                     explanation: dict[str, Any], keep: int) -> int:
-    """Append one explanation and keep only the tenant's newest ``keep``; returns its id."""
-    body = json.dumps(explanation, separators=(",", ":"))
+def encode(explanation: dict[str, Any]) -> str:
+    """The JSON text a recall_log row stores."""
+    return json.dumps(explanation, separators=(",", ":"))
+
+
+def write_recall_log(conn: Any, tenant: str, query_digest: str, strategy: str, body: str,
+                     keep: int, *, log_id: int | None = None) -> int:
+    """Append one explanation (``body``, from ``encode``; with id ``log_id``, default the
+    next) and keep only the tenant's newest ``keep``; returns its id."""
     with atomic(conn):
         cur = conn.execute(
-            "INSERT INTO recall_log (tenant, query_digest, at, strategy, explanation) "
-            "VALUES (?, ?, ?, ?, ?)", (tenant, query_digest, to_db(utcnow()), strategy, body))
+            "INSERT INTO recall_log (id, tenant, query_digest, at, strategy, explanation) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (log_id, tenant, query_digest, to_db(utcnow()), strategy, body))
         log_id = int(cur.lastrowid)
         conn.execute(
             "DELETE FROM recall_log WHERE tenant = ? AND id <= (SELECT id FROM recall_log "

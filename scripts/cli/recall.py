@@ -41,8 +41,10 @@ def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
     with Memory.open(settings) as mem:
         result = mem.recall(query, tenant=tenant, session_id=session_id, as_of=as_of,
                             budget=budget, strategy=strategy)
-        log = last_log(mem.ops_db.conn, result.tenant, result.log_id) if (
-            explain and result.log_id is not None) else None
+        log = None
+        if explain and result.log_id is not None:
+            mem.flush_recall_log()
+            log = last_log(mem.ops_db.conn, result.tenant, result.log_id)
     if as_json:
         data = result.to_dict()
         if explain:
