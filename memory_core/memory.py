@@ -29,7 +29,6 @@ from memory_core.embedders.base import Embedder, warn_keyword_grade_once
 from memory_core.embedders.factory import make_embedder
 from memory_core.post_turn import TurnSender, turn_message
 from memory_core.recall import engine
-from memory_core.recall.explain import encode
 from memory_core.recall.fusion import Budget
 from memory_core.recall.log_writer import RecallLogWriter
 from memory_core.recall.result import RecallResult
@@ -114,7 +113,7 @@ class Memory:
             session_id=session_id, as_of=as_of, now=now, stats=self._term_stats,
             helper=self._helper)
         log_id = self._log_writer.submit(result.tenant, result.query_digest, result.strategy,
-                                         encode(explanation))
+                                         explanation)
         log.info("recall", tenant=result.tenant, items=len(result.items),
                  keyword_only=result.keyword_only, duration_ms=round(
                      result.timings_ms.get("total_ms", 0.0), 2), outcome="ok")

@@ -324,8 +324,9 @@ def recall(conn: Any, index: VectorIndex, *, query: object, tenant: object,
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
-           helper: Helper | None = None) -> tuple[RecallResult, dict[str, Any]]:
-    """Run one recall; returns the result and its explanation (for the recall log)."""
+           helper: Helper | None = None) -> tuple[RecallResult, str]:
+    """Run one recall; returns the result and its explanation's JSON (for the recall
+    log)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
@@ -348,7 +349,7 @@ def recall(conn: Any, index: VectorIndex, *, query: object, tenant: object,
 
 
 def _explanation(run: RecallRun, ranked: list[Candidate], reasons: dict[tuple[str, int], str],
-                 kept: list[Candidate], budget: Budget) -> dict[str, Any]:
+                 kept: list[Candidate], budget: Budget) -> str:
     return build_explanation(
         ranked, reasons, kept, as_of=run.scope.as_of, keyword_only=run.keyword_only,
         degraded=run.degraded, budget=budget.to_dict(), session=run.session_id is not None,
