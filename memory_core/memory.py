@@ -169,7 +169,7 @@ class Memory:
 
 class RecallHelper:
     """recall's helper threads (``engine.Helper``): each reads the state db through its own
-    read-only connection, so the first round's lists run beside the caller's."""
+    read-only connection, to embed the query and run dense search beside the caller."""
 
     def __init__(self, state: Database, threads: int) -> None:
         self._state = state

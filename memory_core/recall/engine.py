@@ -184,19 +184,19 @@ def query_vector(conn: Any, index: VectorIndex, strategy: RecallStrategy,
 
 
 def _gather(run: RecallRun, helper: Helper | None = None) -> None:
-    conn, strat = run.conn, run.strategy
+    strat = run.strategy
     entities = _first_round(run, helper)
     if len(run.pool) < strat.turn_fallback_below:
         run.used_turn_fallback = True
-        run.add("turn_fts", lambda: _fts(run, conn, "turn", "turn_fts"))
+        run.add("turn_fts", lambda: _fts(run, "turn", "turn_fts"))
     _second_round(run, entities)
     if strat.k_for("neighbour") > 0 and strat.weight_for("neighbour") > 0:
         _neighbours(run)
 
 
-def _fts(run: RecallRun, conn: Any, kind: str, list_name: str) -> list[Candidate]:
+def _fts(run: RecallRun, kind: str, list_name: str) -> list[Candidate]:
     strat = run.strategy
-    return search.fts(conn, kind, run.scope, run.query.terms, strat.k_for(list_name),
+    return search.fts(run.conn, kind, run.scope, run.query.terms, strat.k_for(list_name),
                       stats=run.stats, common_df=strat.fts_common_df,
                       rank_budget=strat.fts_rank_budget,
                       local_fraction=strat.fts_tenant_common_fraction)
@@ -227,8 +227,8 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
     entities = search.query_entities(conn, scope.tenant, run.query.text)
     run.add("belief_entity", lambda: search.beliefs_about(conn, scope, entities,
                                                           strat.k_for("belief_entity")))
-    run.add("belief_fts", lambda: _fts(run, conn, "belief", "belief_fts"))
-    run.add("episode_fts", lambda: _fts(run, conn, "episode", "episode_fts"))
+    run.add("belief_fts", lambda: _fts(run, "belief", "belief_fts"))
+    run.add("episode_fts", lambda: _fts(run, "episode", "episode_fts"))
     qv, dense = pending.result() if pending is not None else dense_lane(conn)
     run.note_vector(qv)
     for fetched in dense:
@@ -249,50 +249,38 @@ def _second_round(run: RecallRun, entities: list[str]) -> None:
     after the walk)."""
     strat = run.strategy
     walk = strat.ppr_enabled and strat.k_for("graph") > 0
-    searches = _feedback_searches(run)
-    if not walk and searches is None:
+    want_fts = strat.k_for("feedback_fts") > 0 and strat.weight_for("feedback_fts") > 0
+    want_dense = (run.vector is not None and strat.k_for("feedback_dense") > 0
+                  and strat.weight_for("feedback_dense") > 0)
+    feedback_on = strat.feedback_seeds > 0 and (want_fts or want_dense)
+    if not (walk or feedback_on):
         return
     ranked = run.rank(ppr={})
-    seeds = [c for c in ranked if c.kind == "episode"][: strat.feedback_seeds]
     if walk:
         _walk(run, entities, ranked)
-    if searches is not None:
-        started = time.perf_counter()
-        for fetched in searches(run.conn, seeds):
-            # Pool objects are reused so ranks from every list land on one candidate.
-            fetched.found = [run.pool.get(c.key, c) for c in fetched.found]
-            run.take(fetched)
-        run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
+    if feedback_on:
+        seeds = [c for c in ranked if c.kind == "episode"][: strat.feedback_seeds]
+        _feedback(run, seeds, want_fts=want_fts, want_dense=want_dense)
 
 
-def _feedback_searches(run: RecallRun,
-                       ) -> Callable[[Any, list[Candidate]], list[Fetched]] | None:
-    """The second round's searches (recall/feedback.py) as one job for a connection and the
-    seed episodes, or None when the strategy runs none."""
-    strat, scope = run.strategy, run.scope
-    want_fts = strat.k_for("feedback_fts") > 0 and strat.weight_for("feedback_fts") > 0
-    vector = run.vector
-    want_dense = (vector is not None and strat.k_for("feedback_dense") > 0
-                  and strat.weight_for("feedback_dense") > 0)
-    if strat.feedback_seeds <= 0 or not (want_fts or want_dense):
-        return None
-    terms = run.query.terms if strat.feedback_query_terms else ()
-
-    def searches(conn: Any, seeds: list[Candidate]) -> list[Fetched]:
-        out = []
-        if want_fts:
-            out.append(fetch("feedback_fts", lambda: feedback.fts(
-                conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
-                common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
-                max_terms=strat.feedback_max_terms,
-                local_fraction=strat.fts_tenant_common_fraction)))
-        if want_dense and vector is not None:
-            out.append(fetch("feedback_dense", lambda: feedback.dense(
-                conn, run.index, scope, vector, seeds, strat.k_for("feedback_dense"),
-                strat.feedback_beta), dense=True))
-        return out
-
-    return searches
+def _feedback(run: RecallRun, seeds: list[Candidate], *, want_fts: bool,
+              want_dense: bool) -> None:
+    """The second round's searches (recall/feedback.py). Pool objects are reused so ranks
+    from every list land on one candidate."""
+    started = time.perf_counter()
+    strat, scope, conn = run.strategy, run.scope, run.conn
+    if want_fts:
+        terms = run.query.terms if strat.feedback_query_terms else ()
+        run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
+            conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
+            common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
+            local_fraction=strat.fts_tenant_common_fraction)])
+    if want_dense and run.vector is not None:
+        vector = run.vector
+        run.add("feedback_dense", lambda: [run.pool.get(c.key, c) for c in feedback.dense(
+            conn, run.index, scope, vector, seeds, strat.k_for("feedback_dense"),
+            strat.feedback_beta)], dense=True)
+    run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
 
 
 def _walk(run: RecallRun, entities: list[str], ranked: list[Candidate]) -> None:

@@ -39,14 +39,13 @@ def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str,
 
 def fts(conn: Any, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
         *, stats: search.TermStats | None, common_df: int, rank_budget: int,
-        local_fraction: float, max_terms: int = 0) -> list[Candidate]:
+        local_fraction: float) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     exclude = {c.key for c in seeds}
     found = search.fts(conn, "episode", scope, seed_terms(query, seeds), k + len(exclude),
                        stats=stats, common_df=common_df, rank_budget=rank_budget,
-                       local_fraction=local_fraction, rare_only=True,
-                       max_essential=max_terms)
+                       local_fraction=local_fraction, rare_only=True)
     return [c for c in found if c.key not in exclude][:k]
 
 

@@ -4,7 +4,7 @@
 row to this writer, which inserts it and trims the tenant to its newest ``keep`` rows on a
 background thread. The thread runs almost no Python: SQLite releases the GIL while it
 writes, so the caller does not wait for the write, nor for the disk when the machine's I/O
-is slow (measured at 100k memories: about 1 ms off p50 and 1.5-4 ms off p95).
+is slow (side by side at 100k memories: p50 7.12 -> 6.91 ms, p95 9.09 -> 8.21 ms).
 
 Ids are given at ``submit``: the time in milliseconds shifted left 22 bits plus 22 random
 bits, increasing within a process, so the log stays in time order across the chat

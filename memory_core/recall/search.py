@@ -140,7 +140,7 @@ class TermPlan:
 
 def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str, ...],
                common_df: int, rank_budget: int = 0, tenant: str = "",
-               local_fraction: float = 0.0, max_essential: int = 0) -> TermPlan:
+               local_fraction: float = 0.0) -> TermPlan:
     """Split ``terms`` into the ones ranked exactly and the rest (``TermPlan``).
 
     bm25 costs about a microsecond per matching row, so the rows it ranks are bounded:
@@ -150,10 +150,9 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
       and dense search still see it; when every term is like that, they are all ``other``
       (only their newest matches are ranked);
     - of the rest, the rarest are ``essential`` while their matches add up to at most
-      ``rank_budget`` rows (at least one term), and they are at most ``max_essential``
-      terms (bm25's cost per row grows with the terms); the others are ``other``.
+      ``rank_budget`` rows (at least one term); the others are ``other``.
 
-    ``common_df``, ``rank_budget`` or ``max_essential`` of 0 turns that bound off.
+    ``common_df`` or ``rank_budget`` of 0 turns that bound off.
     """
     if stats is None or common_df <= 0 or not terms:
         return TermPlan(terms)
@@ -164,8 +163,7 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
         return TermPlan((), terms)
     chosen, rows = [], 0
     for t in kept:
-        if chosen and ((rank_budget > 0 and rows + dfs[t] > rank_budget)
-                       or len(chosen) == max_essential):
+        if chosen and rank_budget > 0 and rows + dfs[t] > rank_budget:
             break
         chosen.append(t)
         rows += dfs[t]
@@ -175,20 +173,18 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
 
 def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         stats: TermStats | None = None, common_df: int = 0, rank_budget: int = 0,
-        local_fraction: float = 0.0, rare_only: bool = False,
-        max_essential: int = 0) -> list[Candidate]:
+        local_fraction: float = 0.0, rare_only: bool = False) -> list[Candidate]:
     """Rows of ``kind`` matching any of ``terms`` by bm25, best first, with the ranking
     work bounded by ``plan_terms``: every row matching a rare (``essential``) term is
     ranked by bm25 over all kept terms (exact for those rows); rows matching only the
     more common terms follow, the best of the newest of their matches. ``rare_only``: the
-    essential terms alone (for many broad terms, such as a feedback round's), at most
-    ``max_essential`` of them (0: no limit).
+    essential terms alone (for many broad terms, such as a feedback round's).
     """
     if not terms or k <= 0:
         return []
     table = TABLES[kind]
     plan = plan_terms(conn, stats, table, terms, common_df, rank_budget, scope.tenant,
-                      local_fraction, max_essential)
+                      local_fraction)
     if rare_only:
         plan = TermPlan(plan.essential)
     # Fast path: the best matches of the whole index, filtered to the caller's scope. It

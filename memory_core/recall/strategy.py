@@ -99,8 +99,6 @@ class RecallStrategy:
     # tenants (a LoCoMo conversation has ~600 turns), where it keeps recall within budget.
     feedback_common_df: int = 1_000
     feedback_rank_budget: int = 500
-    # ... and searches at most this many of the seeds' rarest words (0: as many as fit).
-    feedback_max_terms: int = 0
     # Each further item of an already placed chat session loses this share of its score.
     session_diversity: float = 0.0
     include_archive: bool = False
