@@ -29,11 +29,11 @@ import redis  # noqa: E402
 from write_path import generate  # noqa: E402
 
 from memory_core import Memory  # noqa: E402
+from memory_core.chat.post_turn import TurnSender  # noqa: E402
 from memory_core.db import open_state  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
-from memory_core.post_turn import TurnSender  # noqa: E402
+from memory_core.model.tenants import create_tenant  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
-from memory_core.tenants import create_tenant  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -2,7 +2,7 @@
 
 Each conversation is one tenant; both speakers are users of it; a turn's time is its
 session's date (plus its index in seconds, to keep order); its uid is its dia_id and its chat
-session ``session_<N>``. Until ``memory_core.pipeline`` exists, ``_direct`` writes turns and
+session ``session_<N>``. Until ``memory_core.write.pipeline`` exists, ``_direct`` writes turns and
 one-turn episodes with SQL (no beliefs), which is what record_turn alone would leave.
 """
 
@@ -19,16 +19,16 @@ from memory_core.db import open_state
 from memory_core.db.sqlite import atomic
 from memory_core.db.stores import Database
 from memory_core.embedders.base import Embedder
+from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
 from memory_core.vectors import VectorIndex
 
 
 def write_path() -> str:
     """``pipeline`` when the workers' write path is importable, else ``direct``."""
     try:
-        importlib.import_module("memory_core.pipeline")
-        importlib.import_module("memory_core.extraction")
+        importlib.import_module("memory_core.write.pipeline")
+        importlib.import_module("memory_core.extraction.heuristic")
     except ImportError:
         return "direct"
     return "pipeline"
@@ -64,8 +64,8 @@ def _turns(conv: Conversation) -> list[dict[str, Any]]:
 def _pipeline(db: Database, index: VectorIndex, conv: Conversation) -> None:
     """What the workers do per turn: record + extract + anchor (process_turn), then
     micro-consolidation of the turn's session and subjects."""
-    pipeline = importlib.import_module("memory_core.pipeline")
-    turns_mod = importlib.import_module("memory_core.turns")
+    pipeline = importlib.import_module("memory_core.write.pipeline")
+    turns_mod = importlib.import_module("memory_core.model.turns")
     for t in _turns(conv):
         turn = turns_mod.TurnInput(tenant=conv.tenant, session_id=t["session"],
                                    turn_uid=t["uid"], speaker=t["speaker"], text=t["text"],

@@ -32,12 +32,12 @@ from write_path import generate  # noqa: E402
 
 from memory_core import Memory  # noqa: E402
 from memory_core.brokers import make_broker  # noqa: E402
+from memory_core.chat.post_turn import TurnSender  # noqa: E402
 from memory_core.db import open_ops, open_state  # noqa: E402
 from memory_core.jobs import QUEUES  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
-from memory_core.post_turn import TurnSender  # noqa: E402
+from memory_core.model.tenants import create_tenant  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
-from memory_core.tenants import create_tenant  # noqa: E402
 from workers.pool import WorkerPool  # noqa: E402
 
 TENANTS = ["bench0", "bench1", "bench2"]

@@ -40,8 +40,8 @@ if str(REPO_ROOT) not in sys.path:
 from memory_core.clock import to_db  # noqa: E402
 from memory_core.db import open_state  # noqa: E402
 from memory_core.db.sqlite import atomic  # noqa: E402
+from memory_core.model.tenants import create_tenant  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
-from memory_core.tenants import create_tenant  # noqa: E402
 
 TENANT = "scale"
 NAMES = ["Ana", "Ben", "Chloe", "Dmitri", "Emeka", "Fatima", "Gus", "Hana", "Ivo", "Jun",

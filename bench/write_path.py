@@ -26,11 +26,11 @@ if str(REPO_ROOT) not in sys.path:
 
 from memory_core.db import open_state  # noqa: E402
 from memory_core.embedders import HashEmbedder  # noqa: E402
-from memory_core.pipeline import process_turns  # noqa: E402
+from memory_core.model.tenants import create_tenant  # noqa: E402
+from memory_core.model.turns import TurnInput  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
-from memory_core.tenants import create_tenant  # noqa: E402
-from memory_core.turns import TurnInput  # noqa: E402
 from memory_core.vectors import VectorIndex  # noqa: E402
+from memory_core.write.pipeline import process_turns  # noqa: E402
 
 NAMES = ["Ana", "Ben", "Chloe", "Dmitri", "Emeka", "Fatima", "Gus", "Hana", "Ivo", "Jun"]
 PLACES = ["Lisbon", "Berlin", "Osaka", "Nairobi", "Toronto", "Porto", "Krakow", "Austin"]

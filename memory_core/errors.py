@@ -32,7 +32,7 @@ class InvalidInputError(MnemoError):
 
 
 class UnknownPredicateError(InvalidInputError):
-    """A predicate outside the vocabulary in ``memory_core.predicates``."""
+    """A predicate outside the vocabulary in ``memory_core.model.predicates``."""
 
 
 class UnknownTenantError(InvalidInputError):

@@ -12,8 +12,8 @@ import pytest
 from memory_core import Memory
 from memory_core.brokers import make_relay
 from memory_core.db import open_state
+from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
 from tests.helpers.post_turn import turn
 from tests.helpers.queue_env import RedisServer, running, wait_for
 from workers.context import LazyContext

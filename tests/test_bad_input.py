@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.beliefs import BeliefInput, mutate_belief
 from memory_core.errors import InvalidInputError, UnknownPredicateError, UnknownTenantError
-from memory_core.pipeline import process_turns, record_turn_and_episode
-from memory_core.turns import TurnInput, recollect_turn
+from memory_core.model.beliefs import BeliefInput, mutate_belief
+from memory_core.model.turns import TurnInput, recollect_turn
+from memory_core.write.pipeline import process_turns, record_turn_and_episode
 from tests.helpers.memory import day, make_store, row_counts
 
 
@@ -97,7 +97,7 @@ def test_a_reused_turn_uid_with_other_words_is_refused(store) -> None:
 
 
 def test_a_failure_mid_batch_rolls_everything_back(store, monkeypatch) -> None:
-    from memory_core import pipeline
+    from memory_core.write import pipeline
 
     before = row_counts(store.conn)
     calls = {"n": 0}

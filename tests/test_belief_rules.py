@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from memory_core.belief_rules import (
+from memory_core.model.belief_rules import (
     SOURCES,
     Resolution,
     SlotBelief,

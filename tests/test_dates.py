@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.dates import find_date_phrases, resolve_in_text, resolve_relative
 from memory_core.errors import InvalidInputError
+from memory_core.extraction.dates import find_date_phrases, resolve_in_text, resolve_relative
 
 MONDAY = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 SATURDAY = datetime(2023, 7, 15, 9, 30, tzinfo=UTC)

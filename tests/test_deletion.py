@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from memory_core import counts
-from memory_core.beliefs import BeliefInput, mutate_belief
-from memory_core.deletion import delete_memory, digest
 from memory_core.errors import DeletionNotConfirmedError, NotFoundError
-from memory_core.pipeline import process_turns
-from memory_core.turns import TurnInput
+from memory_core.model import counts
+from memory_core.model.beliefs import BeliefInput, mutate_belief
+from memory_core.model.deletion import delete_memory, digest
+from memory_core.model.turns import TurnInput
+from memory_core.write.pipeline import process_turns
 from tests.helpers.memory import day, make_store, row_counts, scan_for
 
 SECRET = "Zorblaxian quinceberry marmalade"
@@ -54,7 +54,7 @@ def test_deleting_a_turn_leaves_no_byte_of_it(store) -> None:
 
 
 def test_a_redelivered_turn_does_not_bring_a_deleted_turn_back(store) -> None:
-    from memory_core.pipeline import extract_and_apply, record_turn_and_episode
+    from memory_core.write.pipeline import extract_and_apply, record_turn_and_episode
 
     delete_memory(store.conn, store.index, "t1", "turn", "u1")
     before = row_counts(store.conn)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import counts
-from memory_core.beliefs import BeliefInput, mutate_belief
-from memory_core.entities import HUB, lookup, rename_entity
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.merges import merge_entities
-from memory_core.tenants import create_tenant
+from memory_core.model import counts
+from memory_core.model.beliefs import BeliefInput, mutate_belief
+from memory_core.model.entities import HUB, lookup, rename_entity
+from memory_core.model.merges import merge_entities
+from memory_core.model.tenants import create_tenant
 from tests.helpers.memory import belief_table, day, make_store
 
 

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core.errors import InvalidInputError
-from memory_core.extraction import CandidateBelief, TurnText, extract_heuristic
-from memory_core.hygiene import check_subject
-from memory_core.predicates import PREDICATES
+from memory_core.extraction.heuristic import CandidateBelief, TurnText, extract_heuristic
+from memory_core.model.hygiene import check_subject
+from memory_core.model.predicates import PREDICATES
 
 CASES_PATH = Path(__file__).parent / "data" / "extraction_cases.jsonl"
 MIN_PRECISION = 0.9

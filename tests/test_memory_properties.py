@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_core import counts
-from memory_core.beliefs import BeliefInput, mutate_belief
 from memory_core.errors import NotFoundError
-from memory_core.pipeline import process_turns
-from memory_core.predicates import PREDICATES
-from memory_core.turns import TurnInput, recollect_turn
+from memory_core.model import counts
+from memory_core.model.beliefs import BeliefInput, mutate_belief
+from memory_core.model.predicates import PREDICATES
+from memory_core.model.turns import TurnInput, recollect_turn
+from memory_core.write.pipeline import process_turns
 from tests.helpers.memory import belief_table, day, make_store
 
 TENANTS = ("ta", "tb", "tc")

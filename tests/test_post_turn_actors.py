@@ -11,7 +11,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from memory_core.jobs import QUEUES, build_message
-from memory_core.shipping import Change, cursor_of, ship_outbox
+from memory_core.mirrors.outbox import Change, cursor_of, ship_outbox
 from tests.helpers.post_turn import make_context, record_messages, turn
 from tests.helpers.queue_env import running
 from workers.actors import declare_actors, follow_up_id

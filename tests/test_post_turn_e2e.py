@@ -15,9 +15,9 @@ from memory_core import Memory
 from memory_core.brokers import make_broker
 from memory_core.db import open_ops, open_state
 from memory_core.errors import InvalidInputError, UnknownTenantError
+from memory_core.model.tenants import create_tenant
+from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
-from memory_core.turns import TurnInput
 from tests.conftest import REPO
 from tests.helpers.post_turn import TEXTS, turn
 from tests.helpers.queue_env import wait_for
@@ -105,7 +105,7 @@ def test_the_chat_side_never_imports_workers() -> None:
         "from memory_core import Memory\n"
         "from memory_core.db import open_state\n"
         "from memory_core.settings import Settings\n"
-        "from memory_core.tenants import create_tenant\n"
+        "from memory_core.model.tenants import create_tenant\n"
         "s = Settings.from_env({}, data_dir=tempfile.mkdtemp(), log_level='error')\n"
         "db = open_state(s); create_tenant(db.conn, 't1'); db.close()\n"
         "with Memory.open(s) as m:\n"

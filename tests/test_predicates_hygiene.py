@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core.errors import InvalidInputError, UnknownPredicateError
-from memory_core.hygiene import (
+from memory_core.model.hygiene import (
     SPEAKER,
     RejectReason,
     check_subject,
     is_payload_object,
     normalize_label,
 )
-from memory_core.predicates import PREDICATES, PredicateSpec, get_predicate, is_functional
+from memory_core.model.predicates import PREDICATES, PredicateSpec, get_predicate, is_functional
 
 # --- predicates ---------------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def test_unknown_predicate_names_the_choices_and_the_module() -> None:
         get_predicate("loves_to_live_in")
     message = str(info.value)
     assert "'loves_to_live_in'" in message and "lives_in" in message and "works_at" in message
-    assert "memory_core/predicates.py" in message
+    assert "memory_core/model/predicates.py" in message
     assert isinstance(info.value, InvalidInputError)
 
 

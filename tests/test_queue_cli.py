@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from memory_core.brokers import make_broker
 from memory_core.db import open_state
 from memory_core.jobs import build_message
+from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
 from scripts.cli import main
 from tests.conftest import REPO
 from tests.helpers.post_turn import record_messages, turn

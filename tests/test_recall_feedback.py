@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memory_core.episodes import episode_text
+from memory_core.model.episodes import episode_text
 from memory_core.recall import feedback
 from memory_core.recall.candidates import Candidate
 from memory_core.recall.query import names

@@ -7,13 +7,14 @@ from datetime import UTC, datetime
 
 from click.testing import CliRunner
 
-from memory_core import Memory, format_untrusted_block, pipeline
+from memory_core import Memory, format_untrusted_block
 from memory_core.db import open_state
 from memory_core.embedders.factory import make_embedder
+from memory_core.model.tenants import create_tenant
+from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
-from memory_core.turns import TurnInput
 from memory_core.vectors import VectorIndex
+from memory_core.write import pipeline
 
 TURNS = [
     (datetime(2024, 1, 5, tzinfo=UTC), "I live in Berlin."),

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from memory_core import counts
-from memory_core.beliefs import BeliefInput, invalidate_belief, mutate_belief
-from memory_core.ego_anchor import backfill_ego_anchors
-from memory_core.episodes import episode_text
-from memory_core.pipeline import (
+from memory_core.model import counts
+from memory_core.model.beliefs import BeliefInput, invalidate_belief, mutate_belief
+from memory_core.model.ego_anchor import backfill_ego_anchors
+from memory_core.model.episodes import episode_text
+from memory_core.model.turns import TurnInput, recollect_turn, record_turn
+from memory_core.write.pipeline import (
     anchor_turn,
     extract_and_apply,
     micro_consolidate,
@@ -20,7 +21,6 @@ from memory_core.pipeline import (
     process_turns,
     record_turn_and_episode,
 )
-from memory_core.turns import TurnInput, recollect_turn, record_turn
 from tests.helpers.memory import belief_table, day, make_store
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.factory import make_embedder
+from memory_core.mirrors.outbox import MirrorSink, configured_mirrors, make_sinks
+from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.shipping import MirrorSink, configured_mirrors, make_sinks
-from memory_core.tenants import create_tenant
 from memory_core.vectors import VectorIndex
 
 

@@ -1,4 +1,4 @@
-"""The post-turn steps: thin calls into ``memory_core.pipeline``, one per job.
+"""The post-turn steps: thin calls into ``memory_core.write.pipeline``, one per job.
 
 Each step takes the worker context and the message's payload, does its work (one short
 transaction in the state db, idempotent through ``applied_jobs`` or by finding nothing left to
@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_core import pipeline
 from memory_core.errors import InvalidInputError
-from memory_core.shipping import ship_outbox
-from memory_core.turns import get_turn
+from memory_core.mirrors.outbox import ship_outbox
+from memory_core.model.turns import get_turn
+from memory_core.write import pipeline
 from workers.audit import AuditEntry
 from workers.context import WorkerContext
 

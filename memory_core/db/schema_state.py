@@ -131,7 +131,7 @@ entity_merges = Table(
     Index("ix_entity_merges_tenant", "tenant", "into_entity_id"),
 )
 
-# Rows move here before any row they refer to is dropped (see memory_core/merges.py).
+# Rows move here before any row they refer to is dropped (see memory_core/model/merges.py).
 entity_merges_archive = Table(
     "entity_merges_archive", metadata, *_merge_columns(),
     Column("archived_at", Text, nullable=False),

@@ -21,6 +21,7 @@ import structlog
 from memory_core.clock import ensure_utc, from_db, parse_iso, to_db, utcnow
 from memory_core.db.sqlite import sqlite_module
 from memory_core.errors import EmbedderError, InvalidInputError
+from memory_core.model.tenants import require_tenant
 from memory_core.recall import context, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load, merge
 from memory_core.recall.explain import build_explanation
@@ -28,7 +29,6 @@ from memory_core.recall.fusion import Budget, Scorer, apply_budget, diversify
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import RecallStrategy
-from memory_core.tenants import require_tenant
 from memory_core.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)

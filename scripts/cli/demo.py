@@ -13,13 +13,13 @@ import click
 
 from memory_core import Memory
 from memory_core.brokers import make_broker
+from memory_core.chat.post_turn import parse_turn_lines, turn_payload
 from memory_core.db import open_state
 from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
-from memory_core.post_turn import parse_turn_lines, turn_payload
+from memory_core.model.tenants import create_tenant
 from memory_core.recall import RecallResult
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
 from scripts.cli.app import Ctx, handle_errors, progress
 from workers.pool import WorkerPool
 

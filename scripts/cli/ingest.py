@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
+from memory_core.chat.post_turn import TurnSender, checked_message, parse_turn_lines
 from memory_core.db import open_state
 from memory_core.errors import InvalidInputError, UnknownTenantError
-from memory_core.post_turn import TurnSender, checked_message, parse_turn_lines
-from memory_core.tenants import create_tenant, require_tenant
+from memory_core.model.tenants import create_tenant, require_tenant
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from memory_core.db import open_ops, open_state
+from memory_core.model.turns import recollect_turn
 from memory_core.recall.inspect import explain_item
-from memory_core.turns import recollect_turn
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
 
 

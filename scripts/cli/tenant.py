@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memory_core.db import open_state
-from memory_core.tenants import create_tenant, list_tenants
+from memory_core.model.tenants import create_tenant, list_tenants
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from memory_core.db import open_state
 from memory_core.db.stores import Database
 from memory_core.embedders import HashEmbedder
+from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
 from memory_core.vectors import VectorIndex
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -15,11 +15,11 @@ from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import CurrentMessage
 
+from memory_core.chat.post_turn import turn_message
 from memory_core.db import open_state
 from memory_core.errors import NotFoundError
-from memory_core.post_turn import turn_message
+from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.tenants import create_tenant
 from workers.actors import declare_actors, follow_up_id
 from workers.audit import take_reported
 from workers.context import LazyContext, WorkerContext

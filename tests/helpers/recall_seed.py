@@ -12,8 +12,8 @@ from typing import Any
 
 from memory_core.clock import to_db
 from memory_core.db.sqlite import atomic
-from memory_core.hygiene import normalize_label
-from memory_core.tenants import create_tenant
+from memory_core.model.hygiene import normalize_label
+from memory_core.model.tenants import create_tenant
 from memory_core.vectors import VectorIndex
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -17,17 +17,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_core.belief_rules import ACTIVE
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import atomic
-from memory_core.ego_anchor import sync_anchor
-from memory_core.entities import HUB
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
-from memory_core.hygiene import normalize_label
-from memory_core.slots import Row, delete, load_rows, resolve
-from memory_core.tenants import require_tenant
+from memory_core.model.belief_rules import ACTIVE
+from memory_core.model.ego_anchor import sync_anchor
+from memory_core.model.entities import HUB
+from memory_core.model.hygiene import normalize_label
+from memory_core.model.slots import Row, delete, load_rows, resolve
+from memory_core.model.tenants import require_tenant
+from memory_core.model.write_tx import Embeds, WriteTx
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx
 
 KINDS = ("turn", "episode", "belief")
 _REASON_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -135,7 +135,7 @@ def _forget_hub_name(tx: WriteTx, row: Row) -> None:
             "predicate = 'name_is' AND status = ?", (tenant, HUB, ACTIVE)).fetchone()
         conn.execute("UPDATE entities SET name = ? WHERE tenant = ? AND entity_id = ?",
                      (active[0] if active else HUB, tenant, HUB))
-        from memory_core.entities import rerender
+        from memory_core.model.entities import rerender
 
         rerender(tx, HUB)
 

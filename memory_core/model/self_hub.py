@@ -9,10 +9,10 @@ beliefs, so arrival order does not change the outcome.
 
 from __future__ import annotations
 
-from memory_core.entities import HUB, add_alias, entity_name, lookup, set_name
-from memory_core.hygiene import check_subject
-from memory_core.merges import merge_in_tx
-from memory_core.write_tx import WriteTx
+from memory_core.model.entities import HUB, add_alias, entity_name, lookup, set_name
+from memory_core.model.hygiene import check_subject
+from memory_core.model.merges import merge_in_tx
+from memory_core.model.write_tx import WriteTx
 
 NAME_PREDICATE = "name_is"
 

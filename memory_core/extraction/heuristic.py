@@ -7,8 +7,8 @@ questions, hypotheticals, reported speech, quoted speech and code. Negated claus
 feed the negation rules ("I no longer live in X" -> ``lives_in X`` with ``negated=True``).
 
 Pipeline: truncate -> drop code -> sentences -> explicit prefix ("remember that ...") ->
-clauses -> gates -> rules (``memory_core.extraction_rules``) -> object cleaning -> dates
-(``memory_core.dates``, against the turn time) -> hygiene -> de-duplication.
+clauses -> gates -> rules (``memory_core.extraction.rules``) -> object cleaning -> dates
+(``memory_core.extraction.dates``, against the turn time) -> hygiene -> de-duplication.
 Runtime is linear in the input: at most ``MAX_TEXT_CHARS`` are read, sentences longer than
 ``MAX_SENTENCE_CHARS`` are split at commas or skipped, and every regex is bounded.
 """
@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from memory_core import extraction_rules as rules
-from memory_core.dates import DatePhrase, find_date_phrases, resolve_relative
 from memory_core.errors import InvalidInputError
-from memory_core.extraction_lexicon import NUMBER_WORDS, REL_PREDICATE, VERB_LEMMA
-from memory_core.extraction_text import clauses, clean_name, clean_object, clean_remembered
-from memory_core.extraction_text import sentences as split_sentences
-from memory_core.hygiene import SPEAKER, check_subject, normalize_label
-from memory_core.predicates import PREDICATES
+from memory_core.extraction import rules
+from memory_core.extraction.dates import DatePhrase, find_date_phrases, resolve_relative
+from memory_core.extraction.lexicon import NUMBER_WORDS, REL_PREDICATE, VERB_LEMMA
+from memory_core.extraction.text import clauses, clean_name, clean_object, clean_remembered
+from memory_core.extraction.text import sentences as split_sentences
+from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
+from memory_core.model.predicates import PREDICATES
 
 Source = Literal["heuristic", "user_explicit"]
 

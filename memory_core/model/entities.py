@@ -14,11 +14,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from memory_core.belief_rules import anchor_key, normalize_object, render_text
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.hygiene import check_subject, normalize_label
+from memory_core.model.belief_rules import anchor_key, normalize_object, render_text
+from memory_core.model.hygiene import check_subject, normalize_label
+from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 HUB = "user"
 HUB_KIND = "person"
@@ -174,7 +174,7 @@ def rename_entity(conn: Any, index: VectorIndex, tenant: str, entity_id: str,
     Raises NotFoundError for an unknown entity, InvalidInputError for a bad name or one that
     already names another entity (merge instead).
     """
-    from memory_core.tenants import require_tenant
+    from memory_core.model.tenants import require_tenant
 
     require_tenant(conn, tenant)
     new_name = check_name(new_name)

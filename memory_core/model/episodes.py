@@ -14,9 +14,9 @@ import re
 from datetime import datetime
 from typing import Any
 
-from memory_core.belief_rules import importance
 from memory_core.clock import from_db
-from memory_core.write_tx import WriteTx
+from memory_core.model.belief_rules import importance
+from memory_core.model.write_tx import WriteTx
 
 TIERS = ("working", "recent", "long_term", "archive")
 # English month names, independent of the process locale (strftime's %B is not).

@@ -1,6 +1,6 @@
 """Word lists of the heuristic extractor and the regex pieces built from them.
 
-Data for ``memory_core.extraction_rules``: lowercase phrases, turned into alternations by
+Data for ``memory_core.extraction.rules``: lowercase phrases, turned into alternations by
 ``alt``, and the shared building blocks (names, adverbs, "I am", objects). Extend a list
 here to widen every rule that uses it.
 """

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory_core.belief_rules import anchor_key, content_key, count_contribution, render_text
-from memory_core.ego_anchor import sync_anchor
-from memory_core.entities import HUB, entity_name
 from memory_core.errors import InvalidInputError
-from memory_core.slots import Row, delete, load_rows, resolve
-from memory_core.tenants import require_tenant
+from memory_core.model.belief_rules import anchor_key, content_key, count_contribution, render_text
+from memory_core.model.ego_anchor import sync_anchor
+from memory_core.model.entities import HUB, entity_name
+from memory_core.model.slots import Row, delete, load_rows, resolve
+from memory_core.model.tenants import require_tenant
+from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 
 @dataclass(frozen=True)

@@ -19,18 +19,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_core import counts, episodes
-from memory_core.beliefs import Checked, apply_in_tx, predicted_texts
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import atomic
 from memory_core.db.stores import Database
-from memory_core.ego_anchor import anchor_text, sync_anchor
-from memory_core.entities import HUB
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.extractor_api import Extractor, candidates_for, default_extractor, extractor_name
-from memory_core.slots import resolve
-from memory_core.tenants import require_tenant
-from memory_core.turns import (
+from memory_core.extraction.api import Extractor, candidates_for, default_extractor, extractor_name
+from memory_core.model import counts, episodes
+from memory_core.model.beliefs import Checked, apply_in_tx, predicted_texts
+from memory_core.model.ego_anchor import anchor_text, sync_anchor
+from memory_core.model.entities import HUB
+from memory_core.model.slots import resolve
+from memory_core.model.tenants import require_tenant
+from memory_core.model.turns import (
     DEFAULT_MAX_TURN_CHARS,
     CheckedTurn,
     TurnInput,
@@ -38,8 +38,8 @@ from memory_core.turns import (
     get_turn,
     insert_turn,
 )
+from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 
 @dataclass(frozen=True)

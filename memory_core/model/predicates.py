@@ -102,7 +102,8 @@ def get_predicate(name: str) -> PredicateSpec:
     except (KeyError, TypeError):
         choices = ", ".join(PREDICATES)
         raise UnknownPredicateError(
-            f"unknown predicate {name!r}: use one of {choices} (see memory_core/predicates.py)"
+            f"unknown predicate {name!r}: use one of {choices} "
+            "(see memory_core/model/predicates.py)"
         ) from None
 
 

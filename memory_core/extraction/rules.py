@@ -1,6 +1,6 @@
 """The rule table of the heuristic extractor: lexicons, regex building blocks and rules.
 
-Data, not logic: ``memory_core.extraction`` runs these. Each rule is a compiled regex over
+Data, not logic: ``memory_core.extraction.heuristic`` runs these. Each rule is a compiled regex over
 one clause plus the triples it emits. Group names carry meaning: ``obj``/``obj2``/``dest``
 are cleaned by the rule's object policy, ``name``/``name2`` are person names, ``rel``,
 ``verb``, ``n``, ``species``, ``nat``, ``lang`` ... are looked up or normalised. Emit
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from memory_core.extraction_lexicon import (
+from memory_core.extraction.lexicon import (
     ADV,
     APPOINTMENTS,
     DATE_SURFACE,

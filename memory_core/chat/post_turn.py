@@ -27,9 +27,9 @@ from dramatiq import Message
 from memory_core.brokers.factory import Enqueuer, make_enqueuer
 from memory_core.errors import InvalidInputError
 from memory_core.jobs import build_message
+from memory_core.model.tenants import require_tenant
+from memory_core.model.turns import DEFAULT_MAX_TURN_CHARS, CheckedTurn, TurnInput, check_turn
 from memory_core.settings import Settings
-from memory_core.tenants import require_tenant
-from memory_core.turns import DEFAULT_MAX_TURN_CHARS, CheckedTurn, TurnInput, check_turn
 
 RECORD_TURN = "record_turn"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from memory_core.belief_rules import COUNTED
+from memory_core.model.belief_rules import COUNTED
 
 _COUNTED_SQL = ", ".join(f"'{s}'" for s in COUNTED)
 

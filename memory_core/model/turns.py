@@ -15,7 +15,7 @@ from typing import Any
 from memory_core.clock import from_db, to_db, utcnow
 from memory_core.db.sqlite import atomic
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.tenants import require_tenant, validate_tenant
+from memory_core.model.tenants import require_tenant, validate_tenant
 from memory_core.validate import check_ident, check_text, db_time
 
 MAX_SPEAKER_CHARS = 100

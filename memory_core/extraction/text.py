@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from memory_core.extraction_lexicon import NAME_STOP, lex
-from memory_core.hygiene import check_subject
+from memory_core.extraction.lexicon import NAME_STOP, lex
+from memory_core.model.hygiene import check_subject
 
 MAX_TEXT_CHARS = 32_000
 MAX_SENTENCE_CHARS = 400

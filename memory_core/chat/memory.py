@@ -24,10 +24,11 @@ from typing import Any, TypeVar
 
 import structlog
 
+from memory_core.chat.post_turn import TurnSender, turn_message
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder, warn_keyword_grade_once
 from memory_core.embedders.factory import make_embedder
-from memory_core.post_turn import TurnSender, turn_message
+from memory_core.model.turns import TurnInput
 from memory_core.recall import engine
 from memory_core.recall.fusion import Budget
 from memory_core.recall.log_writer import RecallLogWriter
@@ -35,7 +36,6 @@ from memory_core.recall.result import RecallResult
 from memory_core.recall.search import TermStats
 from memory_core.recall.strategy import RecallStrategy, get_strategy
 from memory_core.settings import Settings
-from memory_core.turns import TurnInput
 from memory_core.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)

@@ -11,8 +11,8 @@ from typing import Any
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import atomic
-from memory_core.entities import ensure_hub
 from memory_core.errors import InvalidInputError, UnknownTenantError
+from memory_core.model.entities import ensure_hub
 
 _TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory_core.belief_rules import (
+from memory_core.model.belief_rules import (
     COUNTED,
     Resolution,
     SlotBelief,
     count_contribution,
     resolve_slot,
 )
-from memory_core.predicates import PREDICATES
-from memory_core.write_tx import WriteTx
+from memory_core.model.predicates import PREDICATES
+from memory_core.model.write_tx import WriteTx
 
 _COLS = ("id, belief_uid, object_norm, valid_from, source, status, valid_to, stated_valid_to, "
          "subject_id, object_entity_id, retired_at, negated")

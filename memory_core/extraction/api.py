@@ -17,17 +17,19 @@ from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from memory_core.beliefs import BeliefInput, Checked, check_belief
 from memory_core.clock import from_db
 from memory_core.errors import InvalidInputError
-from memory_core.turns import CheckedTurn
+from memory_core.model.beliefs import BeliefInput, Checked, check_belief
+from memory_core.model.turns import CheckedTurn
 
 Extractor = Callable[[Any], Iterable[Any]]
 DEFAULT_SOURCE = "heuristic"
 
 
 def default_extractor() -> Extractor:
-    from memory_core.extraction import extract_heuristic  # the rule tables load on first use
+    from memory_core.extraction.heuristic import (
+        extract_heuristic,  # the rule tables load on first use
+    )
 
     return extract_heuristic
 
@@ -51,7 +53,7 @@ def turn_text(t: CheckedTurn) -> Any:
 @functools.cache
 def _turn_text_class() -> Any:
     try:
-        from memory_core.extraction import TurnText
+        from memory_core.extraction.heuristic import TurnText
     except ImportError:  # custom extractors work without the heuristic extractor's module
         return None
     return TurnText

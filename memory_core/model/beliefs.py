@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memory_core.belief_rules import (
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import atomic
+from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.model.belief_rules import (
     INVALIDATED,
     PENDING_REVIEW,
     SOURCES,
@@ -21,21 +24,18 @@ from memory_core.belief_rules import (
     normalize_object,
     render_text,
 )
-from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
-from memory_core.ego_anchor import anchor_text, sync_anchor
-from memory_core.entities import HUB, SELF_LABELS, display_name, entity_name, resolve
-from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.hygiene import SPEAKER, check_subject, is_payload_object, normalize_label
-from memory_core.predicates import get_predicate
-from memory_core.self_hub import NAME_PREDICATE, sync_hub_name
-from memory_core.slots import NewBelief, load_rows, update_status
-from memory_core.slots import insert as insert_belief
-from memory_core.slots import resolve as resolve_slot
-from memory_core.tenants import require_tenant
+from memory_core.model.ego_anchor import anchor_text, sync_anchor
+from memory_core.model.entities import HUB, SELF_LABELS, display_name, entity_name, resolve
+from memory_core.model.hygiene import SPEAKER, check_subject, is_payload_object, normalize_label
+from memory_core.model.predicates import get_predicate
+from memory_core.model.self_hub import NAME_PREDICATE, sync_hub_name
+from memory_core.model.slots import NewBelief, load_rows, update_status
+from memory_core.model.slots import insert as insert_belief
+from memory_core.model.slots import resolve as resolve_slot
+from memory_core.model.tenants import require_tenant
+from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.validate import check_ident, check_text, db_time, optional_db_time
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 MAX_LABEL_CHARS = 500
 MAX_OBJECT_CHARS = 2_000

@@ -17,12 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory_core.belief_rules import ACTIVE, Resolution, anchor_key, normalize_object, render_text
-from memory_core.entities import HUB, entity_name
-from memory_core.slots import NewBelief, Row, delete, insert, load_rows
-from memory_core.tenants import require_tenant
+from memory_core.model.belief_rules import (
+    ACTIVE,
+    Resolution,
+    anchor_key,
+    normalize_object,
+    render_text,
+)
+from memory_core.model.entities import HUB, entity_name
+from memory_core.model.slots import NewBelief, Row, delete, insert, load_rows
+from memory_core.model.tenants import require_tenant
+from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
-from memory_core.write_tx import Embeds, WriteTx, write_tx
 
 ANCHOR_PREDICATE = "related_to"
 ANCHOR_SOURCE = "system_tool"
