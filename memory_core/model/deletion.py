@@ -22,7 +22,7 @@ from memory_core.db.sqlite import atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import ACTIVE
 from memory_core.model.ego_anchor import sync_anchor
-from memory_core.model.entities import HUB
+from memory_core.model.entities import HUB, rerender
 from memory_core.model.hygiene import normalize_label
 from memory_core.model.slots import Row, delete, load_rows, resolve
 from memory_core.model.tenants import require_tenant
@@ -135,8 +135,6 @@ def _forget_hub_name(tx: WriteTx, row: Row) -> None:
             "predicate = 'name_is' AND status = ?", (tenant, HUB, ACTIVE)).fetchone()
         conn.execute("UPDATE entities SET name = ? WHERE tenant = ? AND entity_id = ?",
                      (active[0] if active else HUB, tenant, HUB))
-        from memory_core.model.entities import rerender
-
         rerender(tx, HUB)
 
 

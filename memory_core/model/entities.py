@@ -2,8 +2,8 @@
 
 - A minted id is a digest of (tenant, normalised label), so the same label mints the same id
   whatever order turns arrive in. The display name is the first surface form seen.
-- Each tenant has the hub ``user``. Self-labels ("user", "you", "I", "me", the user's own
-  name once known) resolve to it.
+- Each tenant has the hub ``user`` (made with the tenant, in ``tenants``). Self-labels
+  ("user", "you", "I", "me", the user's own name once known) resolve to it.
 - A rename keeps the id: the new label becomes the name and an alias, the old one stays an
   alias (so old nicknames still resolve), and belief texts are re-rendered.
 """
@@ -17,11 +17,10 @@ from typing import Any
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import anchor_key, normalize_object, render_text
 from memory_core.model.hygiene import check_subject, normalize_label
+from memory_core.model.tenants import HUB, require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
 
-HUB = "user"
-HUB_KIND = "person"
 SELF_LABELS = frozenset({"user", "the user", "you", "i", "me", "myself"})
 MAX_NAME_CHARS = 200
 
@@ -29,16 +28,6 @@ MAX_NAME_CHARS = 200
 def mint_id(tenant: str, norm: str) -> str:
     digest = hashlib.sha256(f"entity\x1f{tenant}\x1f{norm}".encode()).hexdigest()
     return "ent_" + digest[:20]
-
-
-def ensure_hub(conn: Any, tenant: str, now: str) -> None:
-    """Create the tenant's hub entity ``user`` (idempotent)."""
-    conn.execute(
-        "INSERT OR IGNORE INTO entities (tenant, entity_id, name, kind, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB_KIND, now, now))
-    conn.execute(
-        "INSERT OR IGNORE INTO entity_aliases (tenant, alias_norm, entity_id, label, created_at) "
-        "VALUES (?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB, now))
 
 
 def lookup(conn: Any, tenant: str, label: str) -> str | None:
@@ -174,8 +163,6 @@ def rename_entity(conn: Any, index: VectorIndex, tenant: str, entity_id: str,
     Raises NotFoundError for an unknown entity, InvalidInputError for a bad name or one that
     already names another entity (merge instead).
     """
-    from memory_core.model.tenants import require_tenant
-
     require_tenant(conn, tenant)
     new_name = check_name(new_name)
     old_name = entity_name(conn, tenant, entity_id)

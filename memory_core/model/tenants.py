@@ -12,7 +12,9 @@ from typing import Any
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import atomic
 from memory_core.errors import InvalidInputError, UnknownTenantError
-from memory_core.model.entities import ensure_hub
+
+HUB = "user"  # every tenant's hub entity: the person memory is about
+HUB_KIND = "person"
 
 _TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
@@ -38,6 +40,16 @@ def create_tenant(conn: Any, tenant: str) -> bool:
         created = cur.rowcount == 1
         ensure_hub(conn, tenant, now)  # the hub entity ``user``, in the same transaction
     return created
+
+
+def ensure_hub(conn: Any, tenant: str, now: str) -> None:
+    """Create the tenant's hub entity ``user`` (idempotent)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO entities (tenant, entity_id, name, kind, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB_KIND, now, now))
+    conn.execute(
+        "INSERT OR IGNORE INTO entity_aliases (tenant, alias_norm, entity_id, label, created_at) "
+        "VALUES (?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB, now))
 
 
 def require_tenant(conn: Any, tenant: object) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import (
     Candidate,
     Scope,
@@ -23,7 +24,6 @@ from memory_core.recall.candidates import (
 from memory_core.recall.ppr import Graph, Node, personalized_pagerank
 from memory_core.recall.strategy import RecallStrategy
 
-HUB = "user"
 MAX_HOPS = 2
 BELIEF_COLUMNS = "b.id, b.subject_id, b.object_entity_id, b.turn_uid"
 

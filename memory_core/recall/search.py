@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import (
     ALIASES,
     FILTERS,
@@ -297,7 +298,7 @@ def query_entities(conn: Any, tenant: str, text: str) -> list[str]:
         f"SELECT entity_id FROM entity_aliases WHERE tenant = ? AND alias_norm IN ({marks}) "
         f"UNION SELECT entity_id FROM entities WHERE tenant = ? AND entity_id IN ({marks})",
         [tenant, *variants, tenant, *variants]).fetchall()
-    return sorted({r[0] for r in rows if r[0] != "user"})
+    return sorted({r[0] for r in rows if r[0] != HUB})
 
 
 def beliefs_about(conn: Any, scope: Scope, entity_ids: Sequence[str],
