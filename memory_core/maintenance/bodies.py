@@ -1,0 +1,27 @@
+# ruff: noqa: I001  (one import line per body keeps the merges of its four authors trivial)
+"""The eight job bodies by job name: what the maintenance actors call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memory_core.maintenance.base import JobReport
+from memory_core.maintenance.stubs import backup
+from memory_core.maintenance.stubs import commitment_gc
+from memory_core.maintenance.stubs import daily_digest
+from memory_core.maintenance.stubs import firing_ledger
+from memory_core.maintenance.stubs import global_reconsolidation
+from memory_core.maintenance.stubs import macro_sleep
+from memory_core.maintenance.stubs import restore_drill
+from memory_core.maintenance.stubs import session_purge
+
+BODIES: dict[str, Callable[..., JobReport]] = {
+    "macro_sleep": macro_sleep,
+    "backup": backup,
+    "global_reconsolidation": global_reconsolidation,
+    "commitment_gc": commitment_gc,
+    "session_purge": session_purge,
+    "daily_digest": daily_digest,
+    "firing_ledger": firing_ledger,
+    "restore_drill": restore_drill,
+}
