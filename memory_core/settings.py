@@ -165,6 +165,9 @@ class Settings:
     redis_timeout_ms: int = 20
     worker_processes: int = 2
     worker_threads: int = 4
+    scheduler_lease_seconds: int = 30
+    schedule_history_days: int = 90
+    recon_partitions: int = 16
 
     def __post_init__(self) -> None:
         for name in ("data_dir", "embed_model_path", "embed_cache_dir"):
@@ -313,4 +316,11 @@ VARIABLES: tuple[_Var, ...] = (
          "Worker processes started by `mnemo worker` and `mnemo up`."),
     _Var("MNEMO_WORKER_THREADS", "worker_threads", _int_parser(1, 256),
          "Threads per worker process."),
+    _Var("MNEMO_SCHEDULER_LEASE_SECONDS", "scheduler_lease_seconds", _int_parser(1, 3600),
+         "Leader lease of `mnemo scheduler`: renewed every third of it; a standby takes over "
+         "within about this long after the leader dies."),
+    _Var("MNEMO_SCHEDULE_HISTORY_DAYS", "schedule_history_days", _int_parser(8, 3650),
+         "Days the firing ledger and the window claims are kept."),
+    _Var("MNEMO_RECON_PARTITIONS", "recon_partitions", _int_parser(1, 4096),
+         "Partitions (by subject hash) of one global_reconsolidation run, each a chained task."),
 )

@@ -86,6 +86,20 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
     )),
 )
 
+def _firings_v2(conn: Any) -> None:
+    # Migration 1 builds its tables from today's metadata, so a database created fresh already
+    # has these columns; one created by an older mnemo gets them here.
+    have = {r[1] for r in conn.execute("PRAGMA table_info('schedule_firings')")}
+    for name, ddl in (("kind", "TEXT DEFAULT 'scheduled' NOT NULL"), ("window_start", "TEXT"),
+                      ("missed_count", "INTEGER DEFAULT '0' NOT NULL"), ("started_at", "TEXT"),
+                      ("attempts", "INTEGER DEFAULT '0' NOT NULL"), ("counts", "TEXT")):
+        if name not in have:
+            conn.execute(f"ALTER TABLE schedule_firings ADD COLUMN {name} {ddl}")
+    for index in schema_ops.schedule_firings.indexes:
+        ddl = str(CreateIndex(index).compile(dialect=sqlite_dialect.dialect()))
+        conn.execute(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+
+
 OPS_MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "queue, spool, audit, recall log, schedules, operations", create_tables(
         schema_ops.metadata, [
@@ -93,6 +107,8 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
             "schedule_firings", "leases", "heartbeats", "backup_manifests", "restore_drills",
             "digests", "mirror_cursors",
         ])),
+    Migration(2, "firing ledger: kind, window start, misses, attempts, counts; weekly reports",
+              _steps(_firings_v2, create_tables(schema_ops.metadata, ["firing_reports"]))),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}

@@ -34,9 +34,5 @@ def daily_digest(env: JobEnv) -> JobReport:
     return _todo("daily_digest")
 
 
-def firing_ledger(env: JobEnv) -> JobReport:
-    return _todo("firing_ledger")
-
-
 def restore_drill(env: JobEnv) -> JobReport:
     return _todo("restore_drill")
