@@ -261,3 +261,19 @@ def prune(conn: Any, before: datetime, now: datetime, *, batch: int = 1000) -> i
         c.execute("DELETE FROM leases WHERE name LIKE ? AND expires_at <= ?",
                   (f"{CLAIM_PREFIX}%", now.timestamp()))
     return total
+
+
+def latest(conn: Any, schedule_id: str) -> Firing | None:
+    """The schedule's newest fired window (missed rows aside), or None."""
+    row = conn.execute(f"SELECT {_COLUMNS} FROM schedule_firings WHERE schedule_id = ? AND "
+                       "status != ? ORDER BY fired_at DESC LIMIT 1",
+                       (schedule_id, MISSED)).fetchone()
+    return None if row is None else _row(row)
+
+
+def misses_since(conn: Any, schedule_id: str, since: datetime) -> int:
+    """Windows of the schedule recorded missed since ``since``."""
+    row = conn.execute("SELECT coalesce(sum(missed_count), 0) FROM schedule_firings WHERE "
+                       "schedule_id = ? AND status = ? AND fired_at >= ?",
+                       (schedule_id, MISSED, to_db(since))).fetchone()
+    return int(row[0])

@@ -19,8 +19,17 @@ from typing import Any
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import atomic
 from memory_core.jobs import JOBS, MAINTENANCE
-from memory_core.maintenance import firings
 from memory_core.maintenance.base import JobEnv, JobReport
+from memory_core.maintenance.firings import (
+    CATCH_UP,
+    DONE,
+    FAILED,
+    MANUAL,
+    MISSED,
+    Firing,
+    prune,
+    rows_between,
+)
 
 WEEK = timedelta(days=7)
 
@@ -39,16 +48,16 @@ class _Tally:
     last_window: str | None = None
     last_status: str | None = None
 
-    def add(self, row: firings.Firing) -> None:
-        if row.status == firings.MISSED:
+    def add(self, row: Firing) -> None:
+        if row.status == MISSED:
             self.missed += row.missed_count
             return
         self.firings += 1
-        self.manual += row.kind == firings.MANUAL
-        self.catch_up += row.kind == firings.CATCH_UP
-        if row.status == firings.DONE:
+        self.manual += row.kind == MANUAL
+        self.catch_up += row.kind == CATCH_UP
+        if row.status == DONE:
             self.done += 1
-        elif row.status == firings.FAILED:
+        elif row.status == FAILED:
             self.failed += 1
         else:
             self.open += 1
@@ -66,7 +75,7 @@ class _Tally:
 def summarize(conn: Any, since: Any, until: Any) -> dict[str, dict[str, Any]]:
     """Per schedule job: the tallies of the ledger rows fired in ``[since, until)``."""
     tallies = {name: _Tally() for name, job in JOBS.items() if job.queue == MAINTENANCE}
-    for row in firings.rows_between(conn, since, until):
+    for row in rows_between(conn, since, until):
         tallies.setdefault(row.schedule_id, _Tally()).add(row)
     return {name: tally.as_json() for name, tally in sorted(tallies.items())}
 
@@ -85,7 +94,7 @@ def firing_ledger(env: JobEnv) -> JobReport:
                   (env.window, to_db(since), to_db(until), to_db(utcnow()),
                    json.dumps(body, sort_keys=True, separators=(",", ":"))))
     keep = timedelta(days=env.settings.schedule_history_days)
-    pruned = firings.prune(conn, env.now - keep, utcnow())
+    pruned = prune(conn, env.now - keep, utcnow())
     report = JobReport("firing_ledger")
     for name, tally in summary.items():
         for measure in ("firings", "done", "failed", "missed", "duration_ms_mean",

@@ -13,8 +13,9 @@ from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
 from scripts.cli.recall import recall
+from scripts.cli.schedules import schedules
 from scripts.cli.tenant import tenant
-from scripts.cli.worker import up, worker
+from scripts.cli.worker import scheduler, up, worker
 
 main.add_command(db)
 main.add_command(demo)
@@ -22,6 +23,8 @@ main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)
 main.add_command(recall)
+main.add_command(scheduler)
+main.add_command(schedules)
 main.add_command(tenant)
 main.add_command(up)
 main.add_command(worker)
