@@ -32,8 +32,8 @@ from typing import Any
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from memory_core.brokers import make_enqueuer
-from memory_core.brokers.factory import Enqueuer
+from memory_core.brokers import make_broker
+from memory_core.brokers.factory import BrokerEnqueuer, Enqueuer
 from memory_core.clock import utcnow
 from memory_core.db.leases import Leases
 from memory_core.db.stores import Database, open_ops
@@ -55,6 +55,13 @@ def register(scheduler: Any, fire: Callable[[str], None],
                           name=schedule.id, kwargs={"schedule_id": schedule.id},
                           coalesce=True, misfire_grace_time=None, max_instances=1,
                           replace_existing=True)
+
+
+def firing_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
+    """What firings send through: the broker itself, no spool. A firing that cannot reach
+    Redis fails (its window stays claimed, and the leader sends it again) rather than wait
+    in a local spool that only workers of this host relay."""
+    return BrokerEnqueuer(make_broker(settings, namespace=namespace))
 
 
 def new_holder() -> str:
@@ -99,7 +106,7 @@ def start_memory_worker(settings: Settings, *, namespace: str = "mnemo",
     """
     ops = open_ops(settings)
     leases = leases or make_leases(settings, ops, namespace=namespace)
-    enqueuer = enqueuer or make_enqueuer(settings, namespace=namespace)
+    enqueuer = enqueuer or firing_enqueuer(settings, namespace=namespace)
     holder = holder or new_holder()
     firer = Firer(ops, leases, enqueuer, holder,
                   claim_ttl_s=settings.schedule_history_days * DAY_S)

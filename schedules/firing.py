@@ -65,7 +65,12 @@ def fire_manual(ops: Database, enqueuer: Enqueuer, schedule: Schedule, now: date
     with atomic(ops.conn) as conn:
         firings.record_claimed(conn, schedule.id, key, kind=firings.MANUAL, window_start=None,
                                fired_at=now)
-    send(ops, enqueuer, schedule, key)
+    try:
+        send(ops, enqueuer, schedule, key)
+    except BaseException:
+        # The operator is told it failed: a leader must not send it later behind their back.
+        firings.forget_unsent(ops.conn, schedule.id, key)
+        raise
     log.info("schedule_fired", schedule=schedule.id, window=key, kind=firings.MANUAL)
     return key
 

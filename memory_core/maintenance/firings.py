@@ -149,6 +149,12 @@ def mark_enqueued(conn: Any, schedule_id: str, key: str) -> None:
                  "window_key = ? AND status = ?", (ENQUEUED, schedule_id, key, CLAIMED))
 
 
+def forget_unsent(conn: Any, schedule_id: str, key: str) -> None:
+    """Drop a claimed row whose message could not be sent (a manual firing that failed)."""
+    conn.execute("DELETE FROM schedule_firings WHERE schedule_id = ? AND window_key = ? AND "
+                 "status = ?", (schedule_id, key, CLAIMED))
+
+
 def begin_run(conn: Any, schedule_id: str, key: str, *, message_id: str | None,
               window_start: datetime | None, now: datetime) -> bool:
     """A worker starts the window: False when it is already done (a redelivery: skip it).
