@@ -13,7 +13,11 @@
   from the whole slot in world-time order, so any arrival order (or a replay) gives the same
   rows. A functional predicate's slot is (tenant, subject, predicate); a non-functional one's
   is that plus the normalised object (restating a fact closes the older copy of it).
-  ``invalidated`` and ``pending_review`` are decisions, never recomputed.
+  ``invalidated``, ``pending_review`` and ``expired`` are decisions, never recomputed.
+- **Expiry** (``commitment_gc``): a commitment past its time to live, or a pending-review item
+  nobody reviewed in time, becomes ``expired``: kept, never current. An expired commitment
+  keeps its world time (``as_of`` still finds it); an expired pending item gets an empty
+  one (``valid_to = valid_from``): it was never accepted as true.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ SUPERSEDED = "superseded"
 INVALIDATED = "invalidated"
 CONFLICT = "conflict"
 PENDING_REVIEW = "pending_review"
-STATUSES = (ACTIVE, SUPERSEDED, INVALIDATED, CONFLICT, PENDING_REVIEW)
-# Decisions by a person or a review: slot resolution leaves them as they are.
-STICKY = frozenset({INVALIDATED, PENDING_REVIEW})
+EXPIRED = "expired"
+STATUSES = (ACTIVE, SUPERSEDED, INVALIDATED, CONFLICT, PENDING_REVIEW, EXPIRED)
+# Decisions by a person, a review or an expiry: slot resolution leaves them as they are.
+STICKY = frozenset({INVALIDATED, PENDING_REVIEW, EXPIRED})
 # What recall shows and what entity counts count.
 COUNTED = (ACTIVE, CONFLICT)
 PROTECTED_SOURCE = "user_explicit"

@@ -61,28 +61,38 @@ def anchor_text(conn: Any, tenant: str, entity_id: str) -> str:
                        entity_name(conn, tenant, entity_id))
 
 
-def sync_anchor(tx: WriteTx, entity_id: str) -> str | None:
-    """Add, move or drop the anchor of ``entity_id``; returns the action taken, if any."""
+def _decide(conn: Any, tenant: str, entity_id: str) -> tuple[str | None, Row | None,
+                                                              str | None]:
+    """``(action, anchor row, first valid_from)``: what the rule asks for ``entity_id``."""
     if entity_id == HUB:
-        return None
-    conn, tenant = tx.conn, tx.tenant
+        return None, None, None
     anchor = _anchor_row(conn, tenant, entity_id)
     first = _first_valid_from(conn, tenant, entity_id)
     if first is None or has_hub_edge(conn, tenant, entity_id):
-        if anchor is not None:
-            delete(tx, anchor)
-            tx.act("anchor_removed")
-            return "removed"
-        return None
+        return ("removed" if anchor is not None else None), anchor, first
     if anchor is None:
+        return "added", None, first
+    return ("moved" if anchor.valid_from != first else None), anchor, first
+
+
+def anchor_action(conn: Any, tenant: str, entity_id: str) -> str | None:
+    """What ``sync_anchor`` would do, read only: ``added``, ``removed``, ``moved`` or None."""
+    return _decide(conn, tenant, entity_id)[0]
+
+
+def sync_anchor(tx: WriteTx, entity_id: str) -> str | None:
+    """Add, move or drop the anchor of ``entity_id``; returns the action taken, if any."""
+    action, anchor, first = _decide(tx.conn, tx.tenant, entity_id)
+    if action == "removed" and anchor is not None:
+        delete(tx, anchor)
+        tx.act("anchor_removed")
+    elif action == "added" and first is not None:
         _insert_anchor(tx, entity_id, first)
         tx.act("anchor_added")
-        return "added"
-    if anchor.valid_from != first:
-        conn.execute("UPDATE beliefs SET valid_from = ? WHERE id = ?", (first, anchor.id))
+    elif action == "moved" and anchor is not None:
+        tx.conn.execute("UPDATE beliefs SET valid_from = ? WHERE id = ?", (first, anchor.id))
         tx.change("belief", anchor.uid)
-        return "moved"
-    return None
+    return action
 
 
 def _insert_anchor(tx: WriteTx, entity_id: str, valid_from: str) -> int:
@@ -104,23 +114,37 @@ class BackfillReport:
     moved: int
 
 
-def _candidates(conn: Any, tenant: str) -> list[str]:
-    """Subjects of beliefs, and entities that hold an anchor."""
+def _candidates(conn: Any, tenant: str, after: str, limit: int) -> list[str]:
+    """Subjects of beliefs, and entities that hold an anchor: a page in id order."""
     rows = conn.execute(
-        "SELECT DISTINCT subject_id FROM beliefs WHERE tenant = ? AND subject_id != ? "
-        "UNION SELECT object_entity_id FROM beliefs WHERE tenant = ? AND subject_id = ? "
-        "AND predicate = ? AND source = ? AND object_entity_id IS NOT NULL",
-        (tenant, HUB, tenant, HUB, ANCHOR_PREDICATE, ANCHOR_SOURCE)).fetchall()
-    return sorted(r[0] for r in rows)
+        "SELECT id FROM (SELECT DISTINCT subject_id AS id FROM beliefs WHERE tenant = ? AND "
+        "subject_id != ? UNION SELECT object_entity_id FROM beliefs WHERE tenant = ? AND "
+        "subject_id = ? AND predicate = ? AND source = ? AND object_entity_id IS NOT NULL) "
+        "WHERE id > ? ORDER BY id LIMIT ?",
+        (tenant, HUB, tenant, HUB, ANCHOR_PREDICATE, ANCHOR_SOURCE, after, limit)).fetchall()
+    return [r[0] for r in rows]
 
 
-def backfill_ego_anchors(conn: Any, index: VectorIndex, tenant: str) -> BackfillReport:
-    """Bring every anchor of ``tenant`` in line with the rule (idempotent; for the sleep loop)."""
+def backfill_ego_anchors(conn: Any, index: VectorIndex, tenant: str, *,
+                         page: int = 500) -> BackfillReport:
+    """Bring every anchor of ``tenant`` in line with the rule (idempotent; for the sleep loop).
+
+    Pages through the subjects; a page with nothing to fix writes nothing, and only the
+    anchors to add are embedded (first, outside the transaction).
+    """
     require_tenant(conn, tenant)
-    candidates = _candidates(conn, tenant)
-    embeds = Embeds(index)
-    embeds.prepare(anchor_text(conn, tenant, e) for e in candidates)
-    with write_tx(conn, index, tenant, embeds) as tx:
-        actions = [sync_anchor(tx, e) for e in _candidates(conn, tenant)]
-    return BackfillReport(tenant, actions.count("added"), actions.count("removed"),
-                          actions.count("moved"))
+    totals = {"added": 0, "removed": 0, "moved": 0}
+    after = ""
+    while batch := _candidates(conn, tenant, after, page):
+        after = batch[-1]
+        todo = {e: a for e in batch if (a := anchor_action(conn, tenant, e)) is not None}
+        if not todo:
+            continue
+        embeds = Embeds(index)
+        embeds.prepare(anchor_text(conn, tenant, e) for e, a in todo.items() if a == "added")
+        with write_tx(conn, index, tenant, embeds) as tx:
+            for entity_id in todo:
+                action = sync_anchor(tx, entity_id)
+                if action is not None:
+                    totals[action] += 1
+    return BackfillReport(tenant, totals["added"], totals["removed"], totals["moved"])

@@ -137,7 +137,11 @@ def merge_duplicates(tx: WriteTx, session_id: str) -> int:
     return dropped
 
 
-def touch(conn: Any, tenant: str, episode_ids: list[int], when: str) -> None:
-    """Record that recall used these episodes (access count and time)."""
-    conn.executemany("UPDATE episodes SET access_count = access_count + 1, last_access_at = ? "
-                     "WHERE tenant = ? AND id = ?", [(when, tenant, i) for i in episode_ids])
+def touch(conn: Any, tenant: str, episode_ids: list[int], when: str,
+          boost: float = 0.0) -> None:
+    """Record that recall used these episodes (access count and time, once per id given)
+    and reinforce them: importance moves ``boost`` of the way to 1."""
+    conn.executemany(
+        "UPDATE episodes SET access_count = access_count + 1, last_access_at = max(coalesce("
+        "last_access_at, ''), ?), importance = importance + (1.0 - importance) * ? "
+        "WHERE tenant = ? AND id = ?", [(when, boost, tenant, i) for i in episode_ids])

@@ -2,8 +2,10 @@
 
 Visibility (every query is scoped by tenant as well):
 - beliefs: currently valid, i.e. status active or conflict and ``valid_from <= now <
-  valid_to``; with ``as_of`` the ones valid at that world time, superseded ones included
-  (what was true then); never invalidated or pending_review, never past ``expires_at``;
+  valid_to``; with ``as_of`` the ones valid at that world time, superseded and expired
+  ones included (what was true then: an expired commitment keeps its world time, an
+  expired pending-review item has none); never invalidated or pending_review, never past
+  ``expires_at``;
 - episodes: not archived (unless asked), not expired, and with ``as_of`` not after it;
 - turns: not covered by an archived episode (unless asked), with ``as_of`` not after it.
 """
@@ -69,7 +71,8 @@ class Scope:
 
 def belief_filter(scope: Scope, alias: str = "b") -> tuple[str, list[Any]]:
     """SQL condition (and its parameters) for a belief visible in ``scope``."""
-    statuses = "('active', 'conflict', 'superseded')" if scope.as_of else "('active', 'conflict')"
+    statuses = ("('active', 'conflict', 'superseded', 'expired')" if scope.as_of
+                else "('active', 'conflict')")
     sql = (f"{alias}.tenant = ? AND {alias}.status IN {statuses} AND {alias}.valid_from <= ? "
            f"AND ({alias}.valid_to IS NULL OR {alias}.valid_to > ?) "
            f"AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")

@@ -18,6 +18,8 @@ _COUNTS_AS = {
     "superseded": "history: it was valid until valid_to; recalled only with as_of",
     "invalidated": "withdrawn: kept for the record, never recalled",
     "pending_review": "waiting for review: stored, never recalled",
+    "expired": "expired (a commitment past its date, or a review never done): kept for "
+               "history, recalled only with as_of",
 }
 _TIERS = {
     "working": "an episode of the current chat session: recalled, favoured by tier",
@@ -51,7 +53,8 @@ def _belief(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
     out = _fetch(conn, "beliefs",
                  "belief_uid AS uid, subject_id, predicate, object_text, object_entity_id, "
                  "text, valid_from, valid_to, recorded_at, retired_at, status, source, "
-                 "confidence, turn_uid, expires_at", "belief_uid", tenant, uid)
+                 "confidence, turn_uid, expires_at, access_count, last_access_at",
+                 "belief_uid", tenant, uid)
     if out is None:
         return None
     out["why"] = (f"extracted by the {out['source']} source from turn {out['turn_uid']}"
