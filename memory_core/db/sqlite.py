@@ -102,7 +102,7 @@ def _file_lock(path: Path) -> threading.Lock:
 
 @functools.cache
 def _connection_class(mod: ModuleType) -> type:
-    class Connection(mod.Connection):  # type: ignore[name-defined,misc]
+    class Connection(mod.Connection):  # type: ignore[name-defined]
         """A DB-API connection that can carry ``write_lock`` (see ``write_lock``)."""
 
     return Connection

@@ -215,9 +215,13 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
         if qv.vector is None:
             return qv, []
         vector = qv.vector
-        return qv, [fetch(f"{kind}_dense", lambda k=kind: search.dense(
-            conn, run.index, k, scope, vector, strat.k_for(f"{k}_dense")), dense=True)
-            for kind in ("belief", "episode")]
+
+        def dense(kind: str) -> Callable[[], list[Candidate]]:
+            return lambda: search.dense(conn, run.index, kind, scope, vector,
+                                        strat.k_for(f"{kind}_dense"))
+
+        return qv, [fetch(f"{kind}_dense", dense(kind), dense=True)
+                    for kind in ("belief", "episode")]
 
     # With a keyword-grade embedder the dense lane does next to nothing: no thread for it
     # (a helper running Python beside the caller only adds waits for the GIL).

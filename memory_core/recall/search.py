@@ -162,7 +162,8 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
         conn, stats, table, tenant, t, dfs[t], local_fraction)), key=lambda t: dfs[t])
     if not kept:
         return TermPlan((), terms)
-    chosen, rows = [], 0
+    chosen: list[str] = []
+    rows = 0
     for t in kept:
         if chosen and rank_budget > 0 and rows + dfs[t] > rank_budget:
             break
@@ -197,7 +198,9 @@ def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         # The rarer terms' matches are all in: rows matching only common terms come next,
         # the best of their newest matches.
         seen = set(ids)
-        fill = [r for r, _ in _best(conn, table, fts_expression(plan.other), limit - len(ids),
+        other = fts_expression(plan.other)
+        assert other is not None  # plan.other holds terms
+        fill = [r for r, _ in _best(conn, table, other, limit - len(ids),
                                     window=min(rank_budget or common_df, FILL_WINDOW * k))
                 if r not in seen]
         found += _load_first(conn, kind, scope, fill, k - len(found))
