@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.db import migrations
-from memory_core.db.sqlite import connect
+from memory_core.db.sqlite import Connection, connect
 from memory_core.errors import StoreError
 from memory_core.settings import Settings
 
@@ -33,13 +33,13 @@ class Database:
         self._all: list[Any] = []
         self._lock = threading.Lock()
 
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         """A new connection with the factory's pragmas (the caller closes it)."""
         return connect(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=self.readonly,
                        autocheckpoint=self.autocheckpoint, mmap_mb=self.mmap_mb)
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> Connection:
         """This thread's connection, opened on first use."""
         conn = getattr(self._local, "conn", None)
         if conn is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import ACTIVE
 from memory_core.model.ego_anchor import sync_anchor
@@ -54,14 +54,14 @@ class _Plan:
     beliefs: dict[int, Row] = field(default_factory=dict)
 
 
-def _one(conn: Any, sql: str, params: tuple[Any, ...], what: str) -> Any:
+def _one(conn: Connection, sql: str, params: tuple[Any, ...], what: str) -> Any:
     row = conn.execute(sql, params).fetchone()
     if row is None:
         raise NotFoundError(f"{what} does not exist in this tenant: nothing was deleted")
     return row
 
 
-def _plan(conn: Any, tenant: str, kind: str, ref: int | str) -> _Plan:
+def _plan(conn: Connection, tenant: str, kind: str, ref: int | str) -> _Plan:
     plan = _Plan()
     col = "id" if isinstance(ref, int) else ("turn_uid" if kind == "turn" else f"{kind}_uid")
     if kind == "turn":
@@ -88,7 +88,7 @@ def _plan(conn: Any, tenant: str, kind: str, ref: int | str) -> _Plan:
     return plan
 
 
-def _texts(conn: Any, ids: list[int]) -> dict[int, tuple[str, str]]:
+def _texts(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, predicate, text FROM beliefs WHERE id IN ({marks})",
                         ids).fetchall()
@@ -155,7 +155,7 @@ def _drop_orphans(tx: WriteTx, entity_ids: set[str]) -> int:
     return dropped
 
 
-def _confirm(conn: Any, index: VectorIndex, table: str, ids: list[int]) -> None:
+def _confirm(conn: Connection, index: VectorIndex, table: str, ids: list[int]) -> None:
     if not ids:
         return
     marks = ",".join("?" * len(ids))
@@ -194,7 +194,7 @@ def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
             "beliefs": len(plan.beliefs), "entities": orphans}
 
 
-def delete_memory(conn: Any, index: VectorIndex, tenant: str, kind: str, ref: int | str,
+def delete_memory(conn: Connection, index: VectorIndex, tenant: str, kind: str, ref: int | str,
                   *, reason: str = "user_request") -> DeletionReport:
     """Delete a ``turn``, ``episode`` or ``belief`` (by id or uid) and confirm it is gone.
 

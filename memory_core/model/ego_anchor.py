@@ -15,8 +15,8 @@ run by the sleep loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import (
     ACTIVE,
     Resolution,
@@ -34,7 +34,7 @@ ANCHOR_PREDICATE = "related_to"
 ANCHOR_SOURCE = "system_tool"
 
 
-def has_hub_edge(conn: Any, tenant: str, entity_id: str) -> bool:
+def has_hub_edge(conn: Connection, tenant: str, entity_id: str) -> bool:
     """Whether a belief other than the anchor joins ``entity_id`` and the hub directly."""
     row = conn.execute(
         "SELECT 1 FROM beliefs WHERE tenant = ? AND belief_uid != ? AND ("
@@ -44,19 +44,19 @@ def has_hub_edge(conn: Any, tenant: str, entity_id: str) -> bool:
     return row is not None
 
 
-def _anchor_row(conn: Any, tenant: str, entity_id: str) -> Row | None:
+def _anchor_row(conn: Connection, tenant: str, entity_id: str) -> Row | None:
     rows = load_rows(conn, tenant, "belief_uid = ?", (anchor_key(tenant, entity_id),))
     return rows[0] if rows else None
 
 
-def _first_valid_from(conn: Any, tenant: str, entity_id: str) -> str | None:
+def _first_valid_from(conn: Connection, tenant: str, entity_id: str) -> str | None:
     row = conn.execute(
         "SELECT min(valid_from) FROM beliefs WHERE tenant = ? AND subject_id = ? "
         "AND belief_uid != ?", (tenant, entity_id, anchor_key(tenant, entity_id))).fetchone()
     return row[0] if row else None
 
 
-def anchor_text(conn: Any, tenant: str, entity_id: str) -> str:
+def anchor_text(conn: Connection, tenant: str, entity_id: str) -> str:
     return render_text(entity_name(conn, tenant, HUB), ANCHOR_PREDICATE,
                        entity_name(conn, tenant, entity_id))
 
@@ -104,7 +104,7 @@ class BackfillReport:
     moved: int
 
 
-def _candidates(conn: Any, tenant: str) -> list[str]:
+def _candidates(conn: Connection, tenant: str) -> list[str]:
     """Subjects of beliefs, and entities that hold an anchor."""
     rows = conn.execute(
         "SELECT DISTINCT subject_id FROM beliefs WHERE tenant = ? AND subject_id != ? "
@@ -114,7 +114,7 @@ def _candidates(conn: Any, tenant: str) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
-def backfill_ego_anchors(conn: Any, index: VectorIndex, tenant: str) -> BackfillReport:
+def backfill_ego_anchors(conn: Connection, index: VectorIndex, tenant: str) -> BackfillReport:
     """Bring every anchor of ``tenant`` in line with the rule (idempotent; for the sleep loop)."""
     require_tenant(conn, tenant)
     candidates = _candidates(conn, tenant)

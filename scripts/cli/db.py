@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from memory_core.db import open_ops, open_state
@@ -34,7 +36,7 @@ def migrate(obj: Ctx, as_json: bool) -> None:
 
         MNEMO_DATA_DIR=/var/lib/mnemo mnemo db migrate
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind, opener in (("state", open_state), ("ops", open_ops)):
         database = stores_mod.Database(
             getattr(obj.settings, f"{kind}_db_path"), kind,
