@@ -1,7 +1,8 @@
 """Tenants: every row and query carries one; nothing crosses them.
 
 A tenant must be created before memory is written for it (``mnemo tenant add``); the
-default tenant (``MNEMO_TENANT``) is created by ``Memory.open()`` and the workers.
+default tenant (``MNEMO_TENANT``) is created by the workers (``Memory.open()`` never writes
+the state db).
 """
 
 from __future__ import annotations
