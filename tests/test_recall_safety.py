@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core import Memory
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.embedders.factory import make_embedder
 from memory_core.errors import InvalidInputError, UnknownTenantError
 from memory_core.recall.ppr import personalized_pagerank
@@ -33,6 +33,7 @@ GIB = st.text(alphabet=st.characters(), max_size=300) | st.text(
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Iterator[Memory]:
     settings = Settings.from_env({}, data_dir=tmp_path_factory.mktemp("safety"))
+    migrate_stores(settings)
     db = open_state(settings)
     seeder = Seeder(db.conn, VectorIndex(make_embedder(settings)))
     for tenant in ("red", "blue"):

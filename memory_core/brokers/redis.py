@@ -60,7 +60,7 @@ def redis_client(url: str, *, timeout_ms: int | None = None) -> redis.Redis:
 FULL_WAIT_S = 0.1  # the longest a consumer whose prefetch is full waits for an ack
 
 
-class _Consumer(_RedisConsumer):  # type: ignore[misc]
+class _Consumer(_RedisConsumer):
     """Dramatiq's Redis consumer, except that a full prefetch is not an idle queue.
 
     The stock consumer backs off exponentially (up to the worker timeout) whenever a fetch
@@ -194,7 +194,7 @@ class MnemoRedisBroker(RedisBroker):
         if redis_id is None:
             return None
         data = self.client.hget(self._key(queue) + ".msgs", redis_id)
-        if data is None:
+        if not isinstance(data, bytes):  # gone (None); the client never decodes responses
             return None
         try:
             stamp = Message.decode(data).message_timestamp

@@ -23,7 +23,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db import schema_ops, schema_state
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import SchemaTooNewError, StoreError
 
 
@@ -38,7 +38,7 @@ def create_tables(metadata: MetaData, names: Sequence[str]) -> Callable[[Any], N
     """A migration step creating the named tables (and their indexes) from ``metadata``."""
     dialect = sqlite_dialect.dialect()
 
-    def apply(conn: Any) -> None:
+    def apply(conn: Connection) -> None:
         for name in names:
             table = metadata.tables[name]
             conn.execute(str(CreateTable(table).compile(dialect=dialect)))
@@ -63,7 +63,7 @@ def _fts_ddl(fts: str, base: str) -> list[str]:
     ]
 
 
-def _create_fts(conn: Any) -> None:
+def _create_fts(conn: Connection) -> None:
     for fts, base in schema_state.FTS_TABLES.items():
         for ddl in _fts_ddl(fts, base):
             conn.execute(ddl)
@@ -121,7 +121,7 @@ def _rebuild_beliefs(conn: Any) -> None:
 
 
 def _steps(*steps: Callable[[Any], None]) -> Callable[[Any], None]:
-    def apply(conn: Any) -> None:
+    def apply(conn: Connection) -> None:
         for step in steps:
             step(conn)
 
@@ -165,11 +165,11 @@ def latest_version(kind: str) -> int:
     return MIGRATIONS[kind][-1].version
 
 
-def current_version(conn: Any) -> int:
+def current_version(conn: Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _recorded_kind(conn: Any) -> str | None:
+def _recorded_kind(conn: Connection) -> str | None:
     has_meta = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
     ).fetchone()
@@ -179,7 +179,7 @@ def _recorded_kind(conn: Any) -> str | None:
     return row[0] if row else None
 
 
-def check_version(conn: Any, kind: str, path: str) -> int:
+def check_version(conn: Connection, kind: str, path: str) -> int:
     """The database's version; raise SchemaTooNewError or StoreError when it is not ours."""
     version = current_version(conn)
     latest = latest_version(kind)
@@ -198,7 +198,7 @@ def check_version(conn: Any, kind: str, path: str) -> int:
     return version
 
 
-def migrate(conn: Any, kind: str, path: str) -> list[Migration]:
+def migrate(conn: Connection, kind: str, path: str) -> list[Migration]:
     """Apply the pending migrations of a ``state`` or ``ops`` database; return them.
 
     Idempotent: a second call applies nothing. Raises SchemaTooNewError for a newer database.

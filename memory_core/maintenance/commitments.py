@@ -20,7 +20,6 @@ Idempotent: an expired belief is no longer open or pending, so a rerun finds not
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from memory_core.clock import from_db, to_db
 from memory_core.db.schema_state import OPEN_COMMITMENTS_SQL
@@ -88,7 +87,7 @@ def _expire_commitments(env: JobEnv, tenant: str) -> int:
 def _expire_reviews(env: JobEnv, tenant: str) -> int:
     cutoff = to_db(env.now - timedelta(seconds=env.settings.pending_review_ttl_s))
     total, after = 0, 0
-    conn: Any = env.state.conn
+    conn = env.state.conn
     while ids := [r[0] for r in conn.execute(
             "SELECT id FROM beliefs WHERE tenant = ? AND status = 'pending_review' AND "
             "recorded_at <= ? AND id > ? ORDER BY id LIMIT ?",

@@ -6,17 +6,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
 
 from memory_core.clock import to_db
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.maintenance.base import JobEnv
 from memory_core.model.write_tx import Embeds, WriteTx
 
 TENANT_PAGE = 100
 
 
-def tenants(conn: Any, page: int = TENANT_PAGE) -> Iterator[str]:
+def tenants(conn: Connection, page: int = TENANT_PAGE) -> Iterator[str]:
     """Every tenant, in name order, a page at a time (never the whole table at once)."""
     after = ""
     while rows := conn.execute("SELECT tenant FROM tenants WHERE tenant > ? ORDER BY tenant "
@@ -38,7 +37,7 @@ def job_tx(env: JobEnv, tenant: str, embeds: Embeds | None = None) -> Iterator[W
         tx.flush()
 
 
-def session_ended(conn: Any, tenant: str, session_id: str, now: datetime,
+def session_ended(conn: Connection, tenant: str, session_id: str, now: datetime,
                   idle_s: int) -> bool:
     """A chat session has ended when no turn of it arrived for ``idle_s`` seconds (by the
     time the turn was recorded: an imported old conversation ends ``idle_s`` after the

@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from memory_core.clock import to_db
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.maintenance.base import JobEnv, JobReport
 from memory_core.maintenance.common import tenants
 from memory_core.model.ego_anchor import ANCHOR_PREDICATE, ANCHOR_SOURCE
@@ -62,11 +62,11 @@ def _bounds(day: date) -> dict[str, str]:
     return {"lo": to_db(start), "hi": to_db(start + timedelta(days=1))}
 
 
-def _count(conn: Any, sql: str, params: dict[str, Any]) -> int:
+def _count(conn: Connection, sql: str, params: dict[str, Any]) -> int:
     return int(conn.execute(sql, params).fetchone()[0])
 
 
-def _beliefs(conn: Any, params: dict[str, Any]) -> dict[str, dict[str, int]]:
+def _beliefs(conn: Connection, params: dict[str, Any]) -> dict[str, dict[str, int]]:
     """``{sum name: {predicate: n}}`` in one pass over the tenant's beliefs."""
     sums = ", ".join(f"sum({cond})" for cond in _BELIEF_SUMS.values())
     out: dict[str, dict[str, int]] = {name: {} for name in _BELIEF_SUMS}
@@ -79,7 +79,7 @@ def _beliefs(conn: Any, params: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _learned(conn: Any, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dict[str, Any]:
+def _learned(conn: Connection, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dict[str, Any]:
     return {
         "turns": _count(conn, "SELECT count(*) FROM turns WHERE tenant = :tenant AND "
                         + _in_day("recorded_at"), p),
@@ -99,7 +99,7 @@ def _learned(conn: Any, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dic
     }
 
 
-def _changed(conn: Any, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dict[str, Any]:
+def _changed(conn: Connection, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dict[str, Any]:
     merges_sql = ("SELECT {cols} FROM entity_merges WHERE tenant = :tenant AND {day} UNION ALL "
                   "SELECT {cols} FROM entity_merges_archive WHERE tenant = :tenant AND {day}")
     day = _in_day("merged_at")
@@ -116,7 +116,7 @@ def _changed(conn: Any, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dic
     }
 
 
-def _dropped(conn: Any, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dict[str, Any]:
+def _dropped(conn: Connection, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dict[str, Any]:
     deleted: dict[str, dict[str, int]] = {}
     for reason, kind, n in conn.execute(
             "SELECT reason, kind, count(*) FROM tombstones WHERE tenant = :tenant AND "
@@ -132,7 +132,7 @@ def _dropped(conn: Any, p: dict[str, Any], by: dict[str, dict[str, int]]) -> dic
     }
 
 
-def compute_digest(conn: Any, tenant: str, day: date) -> dict[str, Any]:
+def compute_digest(conn: Connection, tenant: str, day: date) -> dict[str, Any]:
     """The digest of ``tenant`` for the UTC ``day`` (a read of the state db, nothing stored)."""
     params = {"tenant": tenant, "hub": HUB, "sample": SAMPLE, "anchor_source": ANCHOR_SOURCE,
               "anchor_predicate": ANCHOR_PREDICATE, **_bounds(day)}
@@ -142,13 +142,13 @@ def compute_digest(conn: Any, tenant: str, day: date) -> dict[str, Any]:
                 "changed": _changed(conn, params, by), "dropped": _dropped(conn, params, by)}
 
 
-def read_digest(ops: Any, tenant: str, day: date) -> dict[str, Any] | None:
+def read_digest(ops: Connection, tenant: str, day: date) -> dict[str, Any] | None:
     row = ops.execute("SELECT body FROM digests WHERE tenant = ? AND day = ?",
                       (tenant, day.isoformat())).fetchone()
     return json.loads(row[0]) if row else None
 
 
-def store_digest(ops: Any, body: dict[str, Any]) -> bool:
+def store_digest(ops: Connection, body: dict[str, Any]) -> bool:
     """Store a digest unless one is stored for its (tenant, day); True when stored."""
     with atomic(ops):
         cur = ops.execute("INSERT INTO digests (tenant, day, body) VALUES (?, ?, ?) "

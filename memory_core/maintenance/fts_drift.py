@@ -10,12 +10,11 @@ the write lock for as long as it takes (seconds per million rows): a repair, not
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from memory_core.db.schema_state import FTS_TABLES
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 
 log = structlog.get_logger(__name__)
 
@@ -28,13 +27,13 @@ class FtsCheck:
     rebuilt: bool
 
 
-def _counts(conn: Any, fts: str, base: str) -> tuple[int, int]:
+def _counts(conn: Connection, fts: str, base: str) -> tuple[int, int]:
     indexed = conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0]
     rows = conn.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
     return int(indexed), int(rows)
 
 
-def check_fts_drift(conn: Any) -> list[FtsCheck]:
+def check_fts_drift(conn: Connection) -> list[FtsCheck]:
     """Check every FTS table (``schema_state.FTS_TABLES``); rebuild the ones that drifted."""
     out = []
     for fts, base in FTS_TABLES.items():

@@ -19,8 +19,7 @@ signals, so a rerun of the window removes nothing more.
 
 from __future__ import annotations
 
-from typing import Any
-
+from memory_core.db.sqlite import Connection
 from memory_core.maintenance.base import JobEnv, JobReport
 from memory_core.maintenance.common import end_sessions, session_ended, tenants
 from memory_core.maintenance.sweep import sweep
@@ -33,7 +32,7 @@ REASON = "session_purge"
 _SESSION_CACHE = 10_000  # sessions whose end is remembered within one tenant's pass
 
 
-def start_signals(conn: Any, tenant: str, episode_id: int) -> float:
+def start_signals(conn: Connection, tenant: str, episode_id: int) -> float:
     """The importance an episode's turns give it at the start (never decayed)."""
     turns = conn.execute(
         "SELECT t.turn_uid, t.text FROM episode_turns et JOIN turns t ON t.id = et.turn_id "

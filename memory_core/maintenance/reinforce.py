@@ -18,10 +18,9 @@ are applied, which the next run drops first. The log is bounded per tenant
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from memory_core.clock import to_db
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.maintenance.base import JobEnv
 from memory_core.model.episodes import touch
 
@@ -49,7 +48,7 @@ def _settle_leftovers(env: JobEnv, tenant: str) -> None:
             state.executemany("DELETE FROM applied_jobs WHERE key = ?", done)
 
 
-def _episode_ids(conn: Any, tenant: str, recalled: list[str]) -> set[int]:
+def _episode_ids(conn: Connection, tenant: str, recalled: list[str]) -> set[int]:
     ids: set[int] = set()
     for item in recalled:
         kind, _, uid = item.partition(":")

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db
+from memory_core.db.sqlite import Connection
 from memory_core.model.deletion import delete_memories
 from memory_core.model.tenants import require_tenant
 from memory_core.vectors import VectorIndex
@@ -49,7 +50,7 @@ class SweepReport:
     deleted: dict[str, int] = field(default_factory=dict)  # table -> rows removed
 
 
-def expired_pages(conn: Any, tenant: str, now: datetime,
+def expired_pages(conn: Connection, tenant: str, now: datetime,
                   page: int = PAGE) -> Iterator[list[Expired]]:
     """The memories of ``tenant`` past their retention date at ``now``, a page at a time,
     oldest date first (a cursor, so the caller may delete each page as it goes)."""
@@ -65,7 +66,8 @@ def expired_pages(conn: Any, tenant: str, now: datetime,
             yield [Expired(tenant, kind, r[0], r[1], r[2]) for r in rows]
 
 
-def sweep(conn: Any, index: VectorIndex, tenant: str, now: datetime, *, dry_run: bool = False,
+def sweep(conn: Connection, index: VectorIndex, tenant: str, now: datetime, *,
+          dry_run: bool = False,
           on_page: Callable[[list[Expired]], None] | None = None) -> SweepReport:
     """Remove (``dry_run``: only find) the memories of ``tenant`` past their retention date.
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import (
     INVALIDATED,
@@ -116,7 +116,7 @@ def subject_label(c: Checked, speaker: str | None) -> str:
     return c.subject
 
 
-def predicted_texts(conn: Any, tenant: str, c: Checked, speaker: str | None) -> list[str]:
+def predicted_texts(conn: Connection, tenant: str, c: Checked, speaker: str | None) -> list[str]:
     """The texts a write of ``c`` will embed (computed before the transaction)."""
     label = subject_label(c, speaker)
     name = display_name(conn, tenant, label)
@@ -195,8 +195,8 @@ def _after_change(tx: WriteTx, subject_id: str, object_entity_id: str | None,
         sync_hub_name(tx)
 
 
-def _prepare(conn: Any, index: VectorIndex, tenant: str, items: list[tuple[Checked, str | None]],
-             ) -> Embeds:
+def _prepare(conn: Connection, index: VectorIndex, tenant: str,
+             items: list[tuple[Checked, str | None]]) -> Embeds:
     embeds = Embeds(index)
     texts: list[str] = []
     for c, speaker in items:
@@ -205,7 +205,7 @@ def _prepare(conn: Any, index: VectorIndex, tenant: str, items: list[tuple[Check
     return embeds
 
 
-def mutate_belief(conn: Any, index: VectorIndex, tenant: str, belief: BeliefInput,
+def mutate_belief(conn: Connection, index: VectorIndex, tenant: str, belief: BeliefInput,
                   *, speaker: str | None = None) -> BeliefOutcome:
     """Record one belief in one transaction, applying every write rule.
 
@@ -221,7 +221,7 @@ def mutate_belief(conn: Any, index: VectorIndex, tenant: str, belief: BeliefInpu
     return outcome
 
 
-def _find(conn: Any, tenant: str, belief: int | str) -> Any:
+def _find(conn: Connection, tenant: str, belief: int | str) -> Any:
     where = "id = ?" if isinstance(belief, int) else "belief_uid = ?"
     rows = load_rows(conn, tenant, where, (belief,))
     if not rows:
@@ -237,7 +237,7 @@ class InvalidateOutcome:
     reopened: list[str]  # uids whose status changed because of it (e.g. the older value)
 
 
-def invalidate_belief(conn: Any, index: VectorIndex, tenant: str,
+def invalidate_belief(conn: Connection, index: VectorIndex, tenant: str,
                       belief: int | str) -> InvalidateOutcome:
     """Mark a belief invalidated (never true); its slot is re-resolved, so an older value it
     had closed becomes active again. Idempotent. Raises NotFoundError."""

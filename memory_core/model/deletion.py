@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import ACTIVE
 from memory_core.model.ego_anchor import sync_anchor
@@ -57,14 +57,14 @@ class _Plan:
     beliefs: dict[int, Row] = field(default_factory=dict)
 
 
-def _one(conn: Any, sql: str, params: tuple[Any, ...], what: str) -> Any:
+def _one(conn: Connection, sql: str, params: tuple[Any, ...], what: str) -> Any:
     row = conn.execute(sql, params).fetchone()
     if row is None:
         raise NotFoundError(f"{what} does not exist in this tenant: nothing was deleted")
     return row
 
 
-def _plan(conn: Any, tenant: str, kind: str, ref: int | str, plan: _Plan) -> _Plan:
+def _plan(conn: Connection, tenant: str, kind: str, ref: int | str, plan: _Plan) -> _Plan:
     """Add what deleting ``kind`` ``ref`` removes to ``plan``; raises NotFoundError."""
     col = "id" if isinstance(ref, int) else ("turn_uid" if kind == "turn" else f"{kind}_uid")
     if kind == "turn":
@@ -91,7 +91,7 @@ def _plan(conn: Any, tenant: str, kind: str, ref: int | str, plan: _Plan) -> _Pl
     return plan
 
 
-def _texts(conn: Any, ids: list[int]) -> dict[int, tuple[str, str]]:
+def _texts(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, predicate, text FROM beliefs WHERE id IN ({marks})",
                         ids).fetchall()
@@ -158,7 +158,7 @@ def _drop_orphans(tx: WriteTx, entity_ids: set[str]) -> int:
     return dropped
 
 
-def _confirm(conn: Any, index: VectorIndex, table: str, ids: list[int]) -> None:
+def _confirm(conn: Connection, index: VectorIndex, table: str, ids: list[int]) -> None:
     if not ids:
         return
     marks = ",".join("?" * len(ids))
@@ -197,7 +197,7 @@ def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
             "beliefs": len(plan.beliefs), "entities": orphans}
 
 
-def _check_args(conn: Any, tenant: str, refs: Sequence[tuple[str, int | str]],
+def _check_args(conn: Connection, tenant: str, refs: Sequence[tuple[str, int | str]],
                 reason: str) -> None:
     require_tenant(conn, tenant)
     for kind, ref in refs:
@@ -209,9 +209,9 @@ def _check_args(conn: Any, tenant: str, refs: Sequence[tuple[str, int | str]],
         raise InvalidInputError("reason must be a short snake_case word, e.g. user_request")
 
 
-def _verified(conn: Any, index: VectorIndex, tenant: str, refs: Sequence[tuple[str, int | str]],
-              reason: str, now: datetime | None, missing_ok: bool,
-              ) -> tuple[_Plan, dict[str, int], int, bool]:
+def _verified(conn: Connection, index: VectorIndex, tenant: str,
+              refs: Sequence[tuple[str, int | str]], reason: str, now: datetime | None,
+              missing_ok: bool) -> tuple[_Plan, dict[str, int], int, bool]:
     """Plan, delete and confirm ``refs`` in one secure transaction; then checkpoint.
 
     Returns the plan, the deleted counts, how many refs were already gone (``missing_ok``)
@@ -244,7 +244,7 @@ def _verified(conn: Any, index: VectorIndex, tenant: str, refs: Sequence[tuple[s
     return plan, deleted, skipped, checkpointed
 
 
-def delete_memory(conn: Any, index: VectorIndex, tenant: str, kind: str, ref: int | str,
+def delete_memory(conn: Connection, index: VectorIndex, tenant: str, kind: str, ref: int | str,
                   *, reason: str = "user_request", now: datetime | None = None,
                   ) -> DeletionReport:
     """Delete a ``turn``, ``episode`` or ``belief`` (by id or uid) and confirm it is gone.
@@ -268,7 +268,7 @@ class BatchDeletion:
     checkpointed: bool
 
 
-def delete_memories(conn: Any, index: VectorIndex, tenant: str,
+def delete_memories(conn: Connection, index: VectorIndex, tenant: str,
                     refs: Sequence[tuple[str, int | str]], *, reason: str,
                     now: datetime | None = None) -> BatchDeletion:
     """Delete many ``(kind, id or uid)`` of one tenant through the same verified path, in one

@@ -15,8 +15,8 @@ run by the sleep loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import (
     ACTIVE,
     Resolution,
@@ -34,7 +34,7 @@ ANCHOR_PREDICATE = "related_to"
 ANCHOR_SOURCE = "system_tool"
 
 
-def has_hub_edge(conn: Any, tenant: str, entity_id: str) -> bool:
+def has_hub_edge(conn: Connection, tenant: str, entity_id: str) -> bool:
     """Whether a belief other than the anchor joins ``entity_id`` and the hub directly."""
     row = conn.execute(
         "SELECT 1 FROM beliefs WHERE tenant = ? AND belief_uid != ? AND ("
@@ -44,25 +44,25 @@ def has_hub_edge(conn: Any, tenant: str, entity_id: str) -> bool:
     return row is not None
 
 
-def _anchor_row(conn: Any, tenant: str, entity_id: str) -> Row | None:
+def _anchor_row(conn: Connection, tenant: str, entity_id: str) -> Row | None:
     rows = load_rows(conn, tenant, "belief_uid = ?", (anchor_key(tenant, entity_id),))
     return rows[0] if rows else None
 
 
-def _first_valid_from(conn: Any, tenant: str, entity_id: str) -> str | None:
+def _first_valid_from(conn: Connection, tenant: str, entity_id: str) -> str | None:
     row = conn.execute(
         "SELECT min(valid_from) FROM beliefs WHERE tenant = ? AND subject_id = ? "
         "AND belief_uid != ?", (tenant, entity_id, anchor_key(tenant, entity_id))).fetchone()
     return row[0] if row else None
 
 
-def anchor_text(conn: Any, tenant: str, entity_id: str) -> str:
+def anchor_text(conn: Connection, tenant: str, entity_id: str) -> str:
     return render_text(entity_name(conn, tenant, HUB), ANCHOR_PREDICATE,
                        entity_name(conn, tenant, entity_id))
 
 
-def _decide(conn: Any, tenant: str, entity_id: str) -> tuple[str | None, Row | None,
-                                                              str | None]:
+def _decide(conn: Connection, tenant: str,
+            entity_id: str) -> tuple[str | None, Row | None, str | None]:
     """``(action, anchor row, first valid_from)``: what the rule asks for ``entity_id``."""
     if entity_id == HUB:
         return None, None, None
@@ -75,7 +75,7 @@ def _decide(conn: Any, tenant: str, entity_id: str) -> tuple[str | None, Row | N
     return ("moved" if anchor.valid_from != first else None), anchor, first
 
 
-def anchor_action(conn: Any, tenant: str, entity_id: str) -> str | None:
+def anchor_action(conn: Connection, tenant: str, entity_id: str) -> str | None:
     """What ``sync_anchor`` would do, read only: ``added``, ``removed``, ``moved`` or None."""
     return _decide(conn, tenant, entity_id)[0]
 
@@ -114,7 +114,7 @@ class BackfillReport:
     moved: int
 
 
-def _candidates(conn: Any, tenant: str, after: str, limit: int) -> list[str]:
+def _candidates(conn: Connection, tenant: str, after: str, limit: int) -> list[str]:
     """Subjects of beliefs, and entities that hold an anchor: a page in id order."""
     rows = conn.execute(
         "SELECT id FROM (SELECT DISTINCT subject_id AS id FROM beliefs WHERE tenant = ? AND "
@@ -125,7 +125,7 @@ def _candidates(conn: Any, tenant: str, after: str, limit: int) -> list[str]:
     return [r[0] for r in rows]
 
 
-def backfill_ego_anchors(conn: Any, index: VectorIndex, tenant: str, *,
+def backfill_ego_anchors(conn: Connection, index: VectorIndex, tenant: str, *,
                          page: int = 500) -> BackfillReport:
     """Bring every anchor of ``tenant`` in line with the rule (idempotent; for the sleep loop).
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import from_db
+from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import importance
 from memory_core.model.write_tx import WriteTx
 
@@ -52,7 +53,7 @@ def is_explicit(text: str) -> bool:
     return _EXPLICIT_RE.search(text[:2000]) is not None
 
 
-def _tier_for(conn: Any, tenant: str, session_id: str, occurred_at: str) -> str:
+def _tier_for(conn: Connection, tenant: str, session_id: str, occurred_at: str) -> str:
     """``working`` for the current session (demoting older sessions' working episodes)."""
     latest = conn.execute(
         "SELECT session_id, occurred_at FROM episodes WHERE tenant = ? AND tier = 'working' "
@@ -84,7 +85,7 @@ def add_turn_episode(tx: WriteTx, turn_id: int, turn_uid: str, session_id: str, 
         "INSERT INTO episodes (tenant, episode_uid, session_id, tier, text, occurred_at, "
         "importance, access_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
         (tenant, uid, session_id, tier, body, occurred_at, score, tx.now, tx.now))
-    episode_id = int(cur.lastrowid)
+    episode_id = inserted_id(cur)
     conn.execute("INSERT INTO episode_turns (episode_id, turn_id) VALUES (?, ?)",
                  (episode_id, turn_id))
     tx.vector("episodes", episode_id, body)
@@ -137,7 +138,7 @@ def merge_duplicates(tx: WriteTx, session_id: str) -> int:
     return dropped
 
 
-def touch(conn: Any, tenant: str, episode_ids: list[int], when: str,
+def touch(conn: Connection, tenant: str, episode_ids: list[int], when: str,
           boost: float = 0.0) -> None:
     """Record that recall used these episodes (access count and time, once per id given)
     and reinforce them: importance moves ``boost`` of the way to 1."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import (
     COUNTED,
     Resolution,
@@ -66,12 +67,12 @@ class NewBelief:
                           self.status, None, self.stated_valid_to, self.negated)
 
 
-def load_rows(conn: Any, tenant: str, where: str, params: tuple[Any, ...]) -> list[Row]:
+def load_rows(conn: Connection, tenant: str, where: str, params: tuple[Any, ...]) -> list[Row]:
     sql = f"SELECT {_COLS} FROM beliefs WHERE tenant = ? AND {where}"
     return [Row(*r) for r in conn.execute(sql, (tenant, *params))]
 
 
-def load_slot(conn: Any, tenant: str, subject_id: str, predicate: str,
+def load_slot(conn: Connection, tenant: str, subject_id: str, predicate: str,
               object_norm: str | None) -> list[Row]:
     if object_norm is None:
         return load_rows(conn, tenant, "subject_id = ? AND predicate = ?",
@@ -124,7 +125,7 @@ def insert(tx: WriteTx, b: NewBelief, res: Resolution) -> int:
          b.object_entity_id, b.text, b.valid_from, res.valid_to, b.stated_valid_to, tx.now,
          _retired(None, res.status, tx.now), res.status, b.source, b.confidence, b.turn_uid,
          b.expires_at, int(b.negated)))
-    row_id = int(cur.lastrowid)
+    row_id = inserted_id(cur)
     tx.count(count_contribution(res.status, b.subject_id, b.object_entity_id), +1)
     tx.vector("beliefs", row_id, b.text)
     tx.change("belief", b.uid)

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_core.db.sqlite import Connection
+
 KINDS = ("belief", "episode", "turn")
 
 
@@ -104,7 +106,7 @@ def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
     return sql, params
 
 
-def beliefs_touching(conn: Any, scope: Scope, entity_ids: Sequence[str], columns: str,
+def beliefs_touching(conn: Connection, scope: Scope, entity_ids: Sequence[str], columns: str,
                      limit: int) -> list[tuple[Any, ...]]:
     """``columns`` (of ``b``) of the visible beliefs whose subject or object is one of
     ``entity_ids``, most confident and most recent first, at most ``limit``.
@@ -135,7 +137,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def load(conn: Any, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
+def load(conn: Connection, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
     """Visible rows of ``kind`` among ``ids`` (others are silently absent).
 
     ``NOT INDEXED`` keeps the lookup on the primary key: otherwise the planner may prefer the
@@ -151,7 +153,7 @@ def load(conn: Any, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Ca
     return _load_turns(conn, scope, ids)
 
 
-def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = belief_filter(scope)
     rows = conn.execute(
         "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
@@ -164,7 +166,7 @@ def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidat
         object_entity_id=r[8], session_id=r[9], speaker=r[10]) for r in rows}
 
 
-def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = episode_filter(scope)
     # The turn pointers in turn order (a turn_uid holds no space) and the first speaker,
     # in the same statement.
@@ -182,7 +184,7 @@ def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candida
         turn_uids=tuple(r[7].split(" ")) if r[7] else (), speaker=r[8]) for r in rows}
 
 
-def _load_turns(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+def _load_turns(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = turn_filter(scope)
     rows = conn.execute(
         "SELECT t.id, t.turn_uid, t.speaker, t.text, t.occurred_at, t.session_id FROM turns t "

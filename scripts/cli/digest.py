@@ -56,8 +56,12 @@ def digest(obj: Ctx, tenant: str | None, day: str | None, as_json: bool) -> None
     """
     tenant = tenant or obj.settings.default_tenant
     when = _day(day)
-    state = open_state(obj.settings, migrate=False, readonly=True)
-    ops = open_ops(obj.settings)
+    state = open_state(obj.settings, migrate=False, readonly=True)  # reads as the chat does
+    try:
+        ops = open_ops(obj.settings, migrate=False)
+    except BaseException:
+        state.close()
+        raise
     try:
         require_tenant(state.conn, tenant)
         body = read_digest(ops.conn, tenant, when)
