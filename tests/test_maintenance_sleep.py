@@ -115,14 +115,16 @@ def test_a_kill_between_the_two_files_reinforces_exactly_once(world: World,
     assert keys == 0
 
 
-def test_reinforcement_never_crosses_tenants(world: World) -> None:
+def test_reinforcement_never_crosses_tenants_nor_stalls_on_a_damaged_row(world: World) -> None:
     mine = world.turn("t1", "u1", TRAM)
     theirs = world.turn("t2", "u1", PIZZA)  # the same turn_uid in another tenant
     body = json.dumps({"recalled": ["turn:u1"], "candidates": []})
     write_recall_log(world.ops.conn, "t1", "digest", "default", body, keep=500)
-    macro_sleep(world.after(hours=1))
+    write_recall_log(world.ops.conn, "t2", "digest", "default", "{damaged", keep=500)
+    report = macro_sleep(world.after(hours=1))
     assert episode(world, mine)["access_count"] == 1
     assert episode(world, theirs)["access_count"] == 0
+    assert report.counts["recalls_applied"] == 2 and _pending(world) == 0
 
 
 POLICY = TierPolicy(recent_s=86_400, archive_s=10 * 86_400, archive_importance=0.5)

@@ -55,7 +55,8 @@ def end_sessions(env: JobEnv, tenant: str) -> int:
     """
     conn = env.state.conn
     sessions = [r[0] for r in conn.execute(
-        "SELECT DISTINCT session_id FROM episodes WHERE tenant = ? AND tier = 'working'",
+        "SELECT DISTINCT session_id FROM episodes INDEXED BY ix_episodes_tier WHERE tenant = ? "
+        "AND tier = 'working'",
         (tenant,)).fetchall()]
     ended = [s for s in sessions
              if session_ended(conn, tenant, s, env.now, env.settings.session_idle_s)]

@@ -55,8 +55,8 @@ def purge_ended_sessions(env: JobEnv, tenant: str) -> int:
     conn, purged, last = env.state.conn, 0, 0
     ended: dict[str, bool] = {}
     while rows := conn.execute(
-            "SELECT id, session_id FROM episodes WHERE tenant = ? AND tier IN ('working', "
-            "'recent') AND access_count = 0 AND id > ? ORDER BY id LIMIT ?",
+            "SELECT id, session_id FROM episodes NOT INDEXED WHERE tenant = ? AND tier IN "
+            "('working', 'recent') AND access_count = 0 AND id > ? ORDER BY id LIMIT ?",
             (tenant, last, PAGE)).fetchall():
         last = rows[-1][0]
         if len(ended) > _SESSION_CACHE:

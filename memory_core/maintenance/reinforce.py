@@ -68,7 +68,12 @@ def _episode_ids(conn: Connection, tenant: str, recalled: list[str]) -> set[int]
 def _apply_one(env: JobEnv, tenant: str, at: str, body: str) -> tuple[int, int]:
     """Reinforce what one logged recall used; returns (episodes, beliefs) touched."""
     conn = env.state.conn
-    recalled = [i for i in json.loads(body).get("recalled", []) if isinstance(i, str)]
+    try:
+        logged = json.loads(body)
+    except ValueError:  # a damaged row reinforces nothing; it must not stall the rest
+        logged = {}
+    recalled = [i for i in logged.get("recalled", []) if isinstance(i, str)] \
+        if isinstance(logged, dict) else []
     episode_ids = sorted(_episode_ids(conn, tenant, recalled))
     touch(conn, tenant, episode_ids, at, env.settings.reinforce_boost)
     belief_uids = sorted({i.partition(":")[2] for i in recalled if i.startswith("belief:")})

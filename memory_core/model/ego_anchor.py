@@ -114,37 +114,50 @@ class BackfillReport:
     moved: int
 
 
-def _candidates(conn: Connection, tenant: str, after: str, limit: int) -> list[str]:
-    """Subjects of beliefs, and entities that hold an anchor: a page in id order."""
-    rows = conn.execute(
-        "SELECT id FROM (SELECT DISTINCT subject_id AS id FROM beliefs WHERE tenant = ? AND "
-        "subject_id != ? UNION SELECT object_entity_id FROM beliefs WHERE tenant = ? AND "
-        "subject_id = ? AND predicate = ? AND source = ? AND object_entity_id IS NOT NULL) "
-        "WHERE id > ? ORDER BY id LIMIT ?",
-        (tenant, HUB, tenant, HUB, ANCHOR_PREDICATE, ANCHOR_SOURCE, after, limit)).fetchall()
-    return [r[0] for r in rows]
+def _subjects(conn: Connection, tenant: str, after: str, limit: int) -> list[str]:
+    """A page of the subjects of beliefs, in id order (streamed from ix_beliefs_subject)."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT subject_id FROM beliefs WHERE tenant = ? AND subject_id > ? AND "
+        "subject_id != ? ORDER BY subject_id LIMIT ?", (tenant, after, HUB, limit))]
+
+
+def _anchored(conn: Connection, tenant: str, after: str, limit: int) -> list[str]:
+    """A page of the entities that hold an anchor, in id order (streamed from
+    ix_beliefs_object: the subject index would sort every anchor again for each page)."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT object_entity_id FROM beliefs INDEXED BY ix_beliefs_object WHERE "
+        "tenant = ? AND object_entity_id > ? AND subject_id = ? AND predicate = ? AND "
+        "source = ? ORDER BY object_entity_id LIMIT ?",
+        (tenant, after, HUB, ANCHOR_PREDICATE, ANCHOR_SOURCE, limit))]
+
+
+def _sync_page(conn: Connection, index: VectorIndex, tenant: str, batch: list[str],
+               totals: dict[str, int]) -> None:
+    todo = {e: a for e in batch if (a := anchor_action(conn, tenant, e)) is not None}
+    if not todo:
+        return
+    embeds = Embeds(index)
+    embeds.prepare(anchor_text(conn, tenant, e) for e, a in todo.items() if a == "added")
+    with write_tx(conn, index, tenant, embeds) as tx:
+        for entity_id in todo:
+            action = sync_anchor(tx, entity_id)
+            if action is not None:
+                totals[action] += 1
 
 
 def backfill_ego_anchors(conn: Connection, index: VectorIndex, tenant: str, *,
                          page: int = 500) -> BackfillReport:
     """Bring every anchor of ``tenant`` in line with the rule (idempotent; for the sleep loop).
 
-    Pages through the subjects; a page with nothing to fix writes nothing, and only the
+    Pages through the subjects of beliefs, then the entities holding an anchor (one whose
+    beliefs are gone must lose it); a page with nothing to fix writes nothing, and only the
     anchors to add are embedded (first, outside the transaction).
     """
     require_tenant(conn, tenant)
     totals = {"added": 0, "removed": 0, "moved": 0}
-    after = ""
-    while batch := _candidates(conn, tenant, after, page):
-        after = batch[-1]
-        todo = {e: a for e in batch if (a := anchor_action(conn, tenant, e)) is not None}
-        if not todo:
-            continue
-        embeds = Embeds(index)
-        embeds.prepare(anchor_text(conn, tenant, e) for e, a in todo.items() if a == "added")
-        with write_tx(conn, index, tenant, embeds) as tx:
-            for entity_id in todo:
-                action = sync_anchor(tx, entity_id)
-                if action is not None:
-                    totals[action] += 1
+    for pager in (_subjects, _anchored):
+        after = ""
+        while batch := pager(conn, tenant, after, page):
+            after = batch[-1]
+            _sync_page(conn, index, tenant, batch, totals)
     return BackfillReport(tenant, totals["added"], totals["removed"], totals["moved"])
