@@ -22,18 +22,13 @@ from sqlalchemy import (
 )
 
 from memory_core.db.schema_common import bookkeeping_tables
+from memory_core.vocabulary import SOURCES, STATUSES, TIERS, sql_list
 
 metadata = MetaData()
 
-TIERS = ("working", "recent", "long_term", "archive")
-BELIEF_STATUSES = ("active", "superseded", "invalidated", "conflict", "pending_review")
-# Highest trust first. See docs/memory-model.md for why.
-SOURCES = ("user_explicit", "operator", "imported", "heuristic", "llm_inferred", "system_tool")
-
 
 def _in(column: str, values: tuple[str, ...]) -> CheckConstraint:
-    quoted = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({quoted})", name=f"ck_{column}")
+    return CheckConstraint(f"{column} IN ({sql_list(values)})", name=f"ck_{column}")
 
 
 meta, schema_migrations = bookkeeping_tables(metadata)
@@ -160,7 +155,7 @@ beliefs = Table(
     Column("turn_uid", Text),
     Column("expires_at", Text),  # retention date
     UniqueConstraint("tenant", "belief_uid"),
-    _in("status", BELIEF_STATUSES),
+    _in("status", STATUSES),
     _in("source", SOURCES),
     CheckConstraint("confidence >= 0 AND confidence <= 1", name="ck_confidence"),
     Index("ix_beliefs_subject", "tenant", "subject_id", "predicate", "status"),
