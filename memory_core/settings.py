@@ -312,9 +312,11 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_NEO4J_PASSWORD", "neo4j_password", _text, "Neo4j password.", secret=True),
     _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", _text, "Neo4j database name."),
     _Var("MNEMO_LOG_FORMAT", "log_format", _choice_parser("auto", "json", "console"),
-         "Log format: auto (JSON unless on a terminal), json or console."),
+         "Log format of every line, Dramatiq's and other libraries' included: auto (JSON "
+         "unless on a terminal), json or console."),
     _Var("MNEMO_LOG_LEVEL", "log_level", _choice_parser("debug", "info", "warning", "error"),
-         "Lowest log level written."),
+         "Lowest level of mnemo's log lines; other libraries' lines are written from "
+         "warning up, or from this level when it is higher."),
     _Var("MNEMO_BUSY_TIMEOUT_MS", "busy_timeout_ms", _int_parser(0, 600_000),
          "How long a SQLite connection waits for a lock before failing."),
     _Var("MNEMO_SQLITE_MMAP_MB", "sqlite_mmap_mb", _int_parser(0, 1_048_576),

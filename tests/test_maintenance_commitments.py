@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from memory_core.clock import to_db
-from memory_core.db.schema_state import BELIEF_STATUSES, OPEN_COMMITMENTS_SQL
+from memory_core.db.schema_state import OPEN_COMMITMENTS_SQL
 from memory_core.maintenance.commitments import commitment_gc
 from memory_core.model import counts
-from memory_core.model.belief_rules import EXPIRED, STATUSES, STICKY
+from memory_core.model.belief_rules import STICKY
 from memory_core.model.predicates import COMMITMENT_PREDICATES
+from memory_core.vocabulary import EXPIRED, STATUSES
 from tests.helpers.maintenance import World, make_world, snapshot
 
 DAY = timedelta(days=1)
@@ -124,8 +125,8 @@ def test_running_twice_in_a_window_equals_running_once(world: World) -> None:
     assert report.counts["commitments_expired"] == report.counts["reviews_expired"] == 0
 
 
-def test_the_schema_allows_exactly_the_rule_statuses() -> None:
-    assert set(BELIEF_STATUSES) == set(STATUSES) and EXPIRED in STICKY
+def test_expired_is_a_status_and_a_decision() -> None:
+    assert EXPIRED in STATUSES and EXPIRED in STICKY
 
 
 def test_the_open_commitments_index_matches_the_vocabulary(world: World) -> None:

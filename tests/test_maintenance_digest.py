@@ -133,7 +133,7 @@ def test_cli_prints_the_stored_digest_with_names(world: World) -> None:
     daily_digest(world.env(datetime(2024, 5, 2, 0, 5, tzinfo=UTC)))
     out = _cli(world, "--tenant", "t1", "--date", "2024-05-01", "--json")
     assert out.exit_code == 0, out.output
-    shown = json.loads(out.output)
+    shown = json.loads(out.stdout)
     assert shown["stored"] is True and shown["learned"]["turns"] == 3
     assert "Ana" in shown["names"].values()
     table = _cli(world, "--tenant", "t1", "--date", "2024-05-01")
@@ -141,7 +141,7 @@ def test_cli_prints_the_stored_digest_with_names(world: World) -> None:
     assert "learned  turns" in table.output and "deleted (retention_sweep)" in table.output
     assert "new beliefs by predicate: likes 3, lives_in 2, plans_to 1" in table.output
     live = _cli(world, "--tenant", "t1", "--date", "2024-04-30", "--json")
-    assert json.loads(live.output)["stored"] is False
-    assert json.loads(live.output)["learned"]["turns"] == 1  # u0, the day before
+    assert json.loads(live.stdout)["stored"] is False
+    assert json.loads(live.stdout)["learned"]["turns"] == 1  # u0, the day before
     bad = _cli(world, "--tenant", "t1", "--date", "May 1st")
     assert bad.exit_code == 1 and "--date must be a day like 2024-05-01" in bad.output

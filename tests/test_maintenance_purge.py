@@ -148,7 +148,7 @@ def test_cli_sweep_lists_then_removes_and_needs_yes(world: World) -> None:
     assert refused.exit_code == 1 and "--yes" in refused.output
     dry = _cli(world, "--dry-run", "--tenant", "t1", "--json")
     assert dry.exit_code == 0, dry.output
-    listed = json.loads(dry.output)
+    listed = json.loads(dry.stdout)
     assert {(i["kind"], i["id"]) for i in listed["items"]} == {
         ("belief", ids["gone_belief"][1]), ("episode", ids["gone_episode"][1])}
     assert "jazz" not in dry.output and "ferry" not in dry.output  # ids, never text

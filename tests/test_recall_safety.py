@@ -53,8 +53,14 @@ def world(tmp_path_factory) -> Iterator[Memory]:
 
 @pytest.mark.parametrize("query", HOSTILE)
 def test_hostile_queries_are_searched_safely(world: Memory, query: str) -> None:
-    result = world.recall(query, tenant="red")
-    assert all(i.item_id for i in result.items)
+    alone = world.recall(query, tenant="red", budget=50)
+    assert all("blue" not in i.text.lower() for i in alone.items), alone.items
+    # Searched, not dropped: a known word beside the hostile text still finds red's memory
+    # (and after "DROP TABLE" and friends, the memory is still there to be found).
+    mixed = world.recall(f"lake {query}"[:4096], tenant="red", budget=50)
+    found = [i.text for i in mixed.items]
+    assert any("the red lake" in text for text in found), found
+    assert all("blue" not in text.lower() for text in found), found
 
 
 def test_too_long_and_non_string_queries_are_refused_clearly(world: Memory) -> None:

@@ -23,23 +23,17 @@ from sqlalchemy import (
 )
 
 from memory_core.db.schema_common import bookkeeping_tables
+from memory_core.vocabulary import SOURCES, STATUSES, TIERS, sql_list
 
 metadata = MetaData()
 
-TIERS = ("working", "recent", "long_term", "archive")
-BELIEF_STATUSES = ("active", "superseded", "invalidated", "conflict", "pending_review",
-                   "expired")
 # Commitments (memory_core.model.predicates) that are still open: what commitment_gc pages
 # through. Literal SQL shared by the partial index and the query, so the planner can use it.
 OPEN_COMMITMENTS_SQL = ("predicate IN ('plans_to', 'committed_to', 'reminder') "
                         "AND status IN ('active', 'conflict')")
-# Highest trust first. See docs/memory-model.md for why.
-SOURCES = ("user_explicit", "operator", "imported", "heuristic", "llm_inferred", "system_tool")
-
 
 def _in(column: str, values: tuple[str, ...]) -> CheckConstraint:
-    quoted = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({quoted})", name=f"ck_{column}")
+    return CheckConstraint(f"{column} IN ({sql_list(values)})", name=f"ck_{column}")
 
 
 meta, schema_migrations = bookkeeping_tables(metadata)
@@ -171,7 +165,7 @@ beliefs = Table(
     Column("access_count", Integer, nullable=False, server_default="0"),  # times recalled
     Column("last_access_at", Text),
     UniqueConstraint("tenant", "belief_uid"),
-    _in("status", BELIEF_STATUSES),
+    _in("status", STATUSES),
     _in("source", SOURCES),
     CheckConstraint("confidence >= 0 AND confidence <= 1", name="ck_confidence"),
     Index("ix_beliefs_subject", "tenant", "subject_id", "predicate", "status"),

@@ -1,10 +1,10 @@
 """The write rules of beliefs, as pure functions (no database, no clock).
 
-- **Trust order** (highest first): ``user_explicit > operator > imported > heuristic >
-  llm_inferred > system_tool``. The user is the authority on their own life; an operator
-  curates; an importer records an independent source; the heuristic extractor only copies the
-  user's own words with fixed patterns, so it outranks an LLM that may infer or hallucinate;
-  system tools write structural edges (the ego anchor) that are not statements at all.
+- **Trust order**: the order of ``memory_core.vocabulary.SOURCES``, most trusted first.
+  The user is the authority on their own life; an operator curates; an importer records an
+  independent source; the heuristic extractor only copies the user's own words with fixed
+  patterns, so it outranks an LLM that may infer or hallucinate; system tools write
+  structural edges (the ego anchor) that are not statements at all.
 - **Content key** (``belief_uid``): a digest of tenant, subject entity id, predicate,
   normalised object, ``valid_from`` and source. Replaying or redelivering the same statement
   hits the same row; saying it again at a later world time, or from another source, is a new
@@ -28,23 +28,24 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-SOURCES: tuple[str, ...] = (
-    "user_explicit", "operator", "imported", "heuristic", "llm_inferred", "system_tool",
+from memory_core.vocabulary import (
+    ACTIVE,
+    CONFLICT,
+    EXPIRED,
+    INVALIDATED,
+    PENDING_REVIEW,
+    SOURCES,
+    SUPERSEDED,
+    USER_EXPLICIT,
 )
+
 _RANK = {source: len(SOURCES) - i for i, source in enumerate(SOURCES)}
 
-ACTIVE = "active"
-SUPERSEDED = "superseded"
-INVALIDATED = "invalidated"
-CONFLICT = "conflict"
-PENDING_REVIEW = "pending_review"
-EXPIRED = "expired"
-STATUSES = (ACTIVE, SUPERSEDED, INVALIDATED, CONFLICT, PENDING_REVIEW, EXPIRED)
 # Decisions by a person, a review or an expiry: slot resolution leaves them as they are.
 STICKY = frozenset({INVALIDATED, PENDING_REVIEW, EXPIRED})
 # What recall shows and what entity counts count.
 COUNTED = (ACTIVE, CONFLICT)
-PROTECTED_SOURCE = "user_explicit"
+PROTECTED_SOURCE = USER_EXPLICIT
 
 _SPACE_RE = re.compile(r"\s+")
 _EDGE_PUNCT = " \t\n.,;:!?\"'`()[]{}<>"

@@ -17,8 +17,9 @@ from typing import Any
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import COUNTED
+from memory_core.vocabulary import sql_list
 
-_COUNTED_SQL = ", ".join(f"'{s}'" for s in COUNTED)
+_COUNTED_SQL = sql_list(COUNTED)
 
 # The single source of truth. Parameters: tenant, then an optional entity filter.
 RECOUNT_SQL = f"""

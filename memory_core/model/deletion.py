@@ -23,7 +23,6 @@ from typing import Any
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
-from memory_core.model.belief_rules import ACTIVE
 from memory_core.model.ego_anchor import sync_anchor
 from memory_core.model.entities import HUB, rerender
 from memory_core.model.hygiene import normalize_label
@@ -31,6 +30,7 @@ from memory_core.model.slots import Row, delete, load_rows, resolve
 from memory_core.model.tenants import require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx
 from memory_core.vectors import VectorIndex
+from memory_core.vocabulary import ACTIVE
 
 KINDS = ("turn", "episode", "belief")
 _REASON_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")

@@ -17,21 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory_core.db.sqlite import Connection
-from memory_core.model.belief_rules import (
-    ACTIVE,
-    Resolution,
-    anchor_key,
-    normalize_object,
-    render_text,
-)
+from memory_core.model.belief_rules import Resolution, anchor_key, normalize_object, render_text
 from memory_core.model.entities import HUB, entity_name
 from memory_core.model.slots import NewBelief, Row, delete, insert, load_rows
 from memory_core.model.tenants import require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
+from memory_core.vocabulary import ACTIVE, SYSTEM_TOOL
 
 ANCHOR_PREDICATE = "related_to"
-ANCHOR_SOURCE = "system_tool"
+ANCHOR_SOURCE = SYSTEM_TOOL
 
 
 def has_hub_edge(conn: Connection, tenant: str, entity_id: str) -> bool:

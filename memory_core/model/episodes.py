@@ -18,8 +18,8 @@ from memory_core.clock import from_db
 from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import importance
 from memory_core.model.write_tx import WriteTx
+from memory_core.vocabulary import RECENT, WORKING
 
-TIERS = ("working", "recent", "long_term", "archive")
 # English month names, independent of the process locale (strftime's %B is not).
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")
@@ -56,15 +56,15 @@ def is_explicit(text: str) -> bool:
 def _tier_for(conn: Connection, tenant: str, session_id: str, occurred_at: str) -> str:
     """``working`` for the current session (demoting older sessions' working episodes)."""
     latest = conn.execute(
-        "SELECT session_id, occurred_at FROM episodes WHERE tenant = ? AND tier = 'working' "
+        f"SELECT session_id, occurred_at FROM episodes WHERE tenant = ? AND tier = '{WORKING}' "
         "ORDER BY occurred_at DESC LIMIT 1", (tenant,)).fetchone()
     if latest is None or latest[0] == session_id:
-        return "working"
+        return WORKING
     if occurred_at < latest[1]:
-        return "recent"  # a late turn of an older session
-    conn.execute("UPDATE episodes SET tier = 'recent', updated_at = ? WHERE tenant = ? AND "
-                 "tier = 'working' AND session_id != ?", (occurred_at, tenant, session_id))
-    return "working"
+        return RECENT  # a late turn of an older session
+    conn.execute(f"UPDATE episodes SET tier = '{RECENT}', updated_at = ? WHERE tenant = ? AND "
+                 f"tier = '{WORKING}' AND session_id != ?", (occurred_at, tenant, session_id))
+    return WORKING
 
 
 def add_turn_episode(tx: WriteTx, turn_id: int, turn_uid: str, session_id: str, speaker: str,
@@ -115,7 +115,7 @@ def merge_duplicates(tx: WriteTx, session_id: str) -> int:
     conn, tenant = tx.conn, tx.tenant
     rows = conn.execute(
         "SELECT id, episode_uid, text, importance, access_count FROM episodes WHERE "
-        "tenant = ? AND session_id = ? AND tier = 'working' ORDER BY occurred_at, id",
+        f"tenant = ? AND session_id = ? AND tier = '{WORKING}' ORDER BY occurred_at, id",
         (tenant, session_id)).fetchall()
     keep: dict[str, tuple[Any, ...]] = {}
     dropped = 0

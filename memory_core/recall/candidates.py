@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.db.sqlite import Connection
+from memory_core.model.belief_rules import COUNTED
+from memory_core.vocabulary import ARCHIVE, EXPIRED, SUPERSEDED, sql_list
+
+# What recall shows now is what entity counts count; under ``as_of`` history joins it.
+_CURRENT_STATUSES = sql_list(COUNTED)
+_AS_OF_STATUSES = sql_list((*COUNTED, SUPERSEDED, EXPIRED))
 
 KINDS = ("belief", "episode", "turn")
 
@@ -73,9 +79,8 @@ class Scope:
 
 def belief_filter(scope: Scope, alias: str = "b") -> tuple[str, list[Any]]:
     """SQL condition (and its parameters) for a belief visible in ``scope``."""
-    statuses = ("('active', 'conflict', 'superseded', 'expired')" if scope.as_of
-                else "('active', 'conflict')")
-    sql = (f"{alias}.tenant = ? AND {alias}.status IN {statuses} AND {alias}.valid_from <= ? "
+    statuses = _AS_OF_STATUSES if scope.as_of else _CURRENT_STATUSES
+    sql = (f"{alias}.tenant = ? AND {alias}.status IN ({statuses}) AND {alias}.valid_from <= ? "
            f"AND ({alias}.valid_to IS NULL OR {alias}.valid_to > ?) "
            f"AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
     return sql, [scope.tenant, scope.at, scope.at, scope.now]
@@ -86,7 +91,7 @@ def episode_filter(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
     sql = f"{alias}.tenant = ? AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)"
     params: list[Any] = [scope.tenant, scope.now]
     if not scope.include_archive:
-        sql += f" AND {alias}.tier != 'archive'"
+        sql += f" AND {alias}.tier != '{ARCHIVE}'"
     if scope.as_of:
         sql += f" AND {alias}.occurred_at <= ?"
         params.append(scope.as_of)
@@ -99,7 +104,7 @@ def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
     params: list[Any] = [scope.tenant]
     if not scope.include_archive:  # an archived episode's turns stay out of recall too
         sql += (f" AND NOT EXISTS (SELECT 1 FROM episode_turns et JOIN episodes ae ON "
-                f"ae.id = et.episode_id WHERE et.turn_id = {alias}.id AND ae.tier = 'archive')")
+                f"ae.id = et.episode_id WHERE et.turn_id = {alias}.id AND ae.tier = '{ARCHIVE}')")
     if scope.as_of:
         sql += f" AND {alias}.occurred_at <= ?"
         params.append(scope.as_of)

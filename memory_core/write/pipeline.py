@@ -261,14 +261,13 @@ def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, sessi
             slots = _slots(conn, tenant, sorted(set(subject_ids)))
         else:
             slots = _turn_slots(conn, tenant, turn_uid) if turn_uid else []
-        for subject, predicate, object_norm in slots:
-            resolve(tx, subject, predicate, object_norm)
-        changed = len(tx.outbox) - 2 * merged
+        changed = sum(len(resolve(tx, subject, predicate, object_norm))
+                      for subject, predicate, object_norm in slots)
         tx.flush()
         touched = _touched_entities(conn, tenant, slots,
                                     turn_uid if subject_ids is None else None)
         fixed = counts.recount(conn, tenant, touched)
-    return ConsolidationReport(tenant, session_id, merged, len(slots), max(changed, 0), fixed)
+    return ConsolidationReport(tenant, session_id, merged, len(slots), changed, fixed)
 
 
 def _check_batch(conn: Connection, turns: Sequence[TurnInput | Mapping[str, Any]],
