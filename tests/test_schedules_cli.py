@@ -47,7 +47,7 @@ def test_schedules_list_history_and_fire(env: dict[str, str]) -> None:
     settings = Settings.from_env(env)
     result = _cli(env, "schedules", "list", "--json")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     assert [r["id"] for r in rows] == [s.id for s in SCHEDULES]
     now = datetime.now(UTC)
     for row in rows:
@@ -59,7 +59,7 @@ def test_schedules_list_history_and_fire(env: dict[str, str]) -> None:
 
     fired = _cli(env, "schedules", "fire", "backup", "--json")
     assert fired.exit_code == 0, fired.output
-    out = json.loads(fired.output)
+    out = json.loads(fired.stdout)
     assert out["window"].startswith("manual:") and out["job"] == "backup"
     assert out["message_id"] == firings.message_id_for(out["window"])
     broker = make_broker(settings)
@@ -70,10 +70,10 @@ def test_schedules_list_history_and_fire(env: dict[str, str]) -> None:
     finally:
         broker.close()
 
-    history = json.loads(_cli(env, "schedules", "history", "backup", "--json").output)
+    history = json.loads(_cli(env, "schedules", "history", "backup", "--json").stdout)
     assert [(h["window_key"], h["kind"], h["status"]) for h in history] == [
         (out["window"], "manual", "enqueued")]
-    listed = {r["id"]: r for r in json.loads(_cli(env, "schedules", "list", "--json").output)}
+    listed = {r["id"]: r for r in json.loads(_cli(env, "schedules", "list", "--json").stdout)}
     assert (listed["backup"]["last_window"], listed["backup"]["outcome"]) == (
         out["window"], "enqueued")
 

@@ -143,7 +143,8 @@ def test_an_ops_db_from_before_the_ledger_columns_is_upgraded(tmp_path: Path) ->
     settings = Settings.from_env({}, data_dir=tmp_path)
     db = open_ops(settings)
     conn = db.conn
-    # Make it look like a version-1 database: the ledger as it was, no reports table.
+    # Make it look like a version-2 database (before the ledger's migration 3): the ledger
+    # as it was, no reports table.
     for index in ("ix_firings_schedule_start", "ix_firings_fired_at"):
         conn.execute(f"DROP INDEX {index}")
     for column in ("kind", "window_start", "missed_count", "started_at", "attempts", "counts"):
@@ -152,8 +153,8 @@ def test_an_ops_db_from_before_the_ledger_columns_is_upgraded(tmp_path: Path) ->
     conn.execute("INSERT INTO schedule_firings (schedule_id, window_key, fired_at, status) "
                  "VALUES ('backup', 'backup@2026-01-01T03:00:00Z', "
                  "'2026-01-01T03:00:00.000000Z', 'done')")
-    conn.execute("DELETE FROM schema_migrations WHERE version > 1")
-    conn.execute("PRAGMA user_version = 1")
+    conn.execute("DELETE FROM schema_migrations WHERE version > 2")
+    conn.execute("PRAGMA user_version = 2")
     db.close()
     db = open_ops(settings)
     try:

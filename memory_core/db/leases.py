@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.db.stores import Database
 from memory_core.errors import InvalidInputError
 
@@ -58,7 +58,7 @@ def _expires_at(ttl_s: float | None, now: float) -> float:
     return now + ttl_s
 
 
-def claim(conn: Any, name: str, holder: str, ttl_s: float | None, *,
+def claim(conn: Connection, name: str, holder: str, ttl_s: float | None, *,
           now: float | None = None) -> bool:
     """Take ``name`` for ``holder``, or renew it if ``holder`` already has it, unless another
     holder's claim is still current. Returns whether ``holder`` has it now.
@@ -78,7 +78,7 @@ def claim(conn: Any, name: str, holder: str, ttl_s: float | None, *,
         return bool(cursor.rowcount == 1)
 
 
-def release(conn: Any, name: str, holder: str) -> bool:
+def release(conn: Connection, name: str, holder: str) -> bool:
     """Give ``name`` up if ``holder`` has it. Returns True if a claim by ``holder`` was removed.
 
     A lapsed claim nobody took over still counts as ``holder``'s (removing it is harmless);
@@ -88,7 +88,7 @@ def release(conn: Any, name: str, holder: str) -> bool:
         return bool(c.execute(_RELEASE, (name, holder)).rowcount == 1)
 
 
-def holder_of(conn: Any, name: str, *, now: float | None = None) -> str | None:
+def holder_of(conn: Connection, name: str, *, now: float | None = None) -> str | None:
     """The holder of ``name``'s current claim, or None when it is free or has lapsed."""
     row = conn.execute(_HOLDER, (name, _now(now))).fetchone()
     return None if row is None else str(row[0])

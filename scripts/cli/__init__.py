@@ -9,6 +9,7 @@ from __future__ import annotations
 from scripts.cli.app import main
 from scripts.cli.db import db
 from scripts.cli.demo import demo
+from scripts.cli.digest import digest
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
@@ -19,6 +20,7 @@ from scripts.cli.worker import scheduler, up, worker
 
 main.add_command(db)
 main.add_command(demo)
+main.add_command(digest)
 main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)
