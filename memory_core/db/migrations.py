@@ -96,6 +96,17 @@ def create_indexes(metadata: MetaData, table: str) -> Callable[[Any], None]:
     return apply
 
 
+def create_missing_tables(metadata: MetaData, names: Sequence[str]) -> Callable[[Any], None]:
+    """``create_tables`` for the named tables that do not exist yet (migration 1 makes its
+    tables from today's metadata, so a later step may find its table already there)."""
+    def apply(conn: Any) -> None:
+        missing = [n for n in names if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (n,)).fetchone()]
+        create_tables(metadata, missing)(conn)
+
+    return apply
+
+
 def _rebuild_beliefs(conn: Any) -> None:
     """Give ``beliefs`` the ``expired`` status and the access columns (state version 2).
 
@@ -165,7 +176,7 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
                   add_column("schedule_firings", "attempts", "INTEGER DEFAULT '0' NOT NULL"),
                   add_column("schedule_firings", "counts", "TEXT"),
                   create_indexes(schema_ops.metadata, "schedule_firings"),
-                  create_tables(schema_ops.metadata, ["firing_reports"]),
+                  create_missing_tables(schema_ops.metadata, ["firing_reports"]),
               )),
 )
 
