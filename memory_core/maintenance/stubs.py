@@ -13,10 +13,6 @@ def macro_sleep(env: JobEnv) -> JobReport:
     return _todo("macro_sleep")
 
 
-def backup(env: JobEnv) -> JobReport:
-    return _todo("backup")
-
-
 def global_reconsolidation(env: JobEnv, *, run_id: str, partition: int,
                            partitions: int) -> JobReport:
     return _todo("global_reconsolidation")
@@ -36,7 +32,3 @@ def daily_digest(env: JobEnv) -> JobReport:
 
 def firing_ledger(env: JobEnv) -> JobReport:
     return _todo("firing_ledger")
-
-
-def restore_drill(env: JobEnv) -> JobReport:
-    return _todo("restore_drill")

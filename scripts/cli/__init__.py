@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 a mnemo error (the message says what and how to fix it)
 from __future__ import annotations
 
 from scripts.cli.app import main
+from scripts.cli.backup import backup, restore, restore_drill
 from scripts.cli.db import db
 from scripts.cli.demo import demo
 from scripts.cli.ingest import ingest
@@ -16,12 +17,15 @@ from scripts.cli.recall import recall
 from scripts.cli.tenant import tenant
 from scripts.cli.worker import up, worker
 
+main.add_command(backup)
 main.add_command(db)
 main.add_command(demo)
 main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)
 main.add_command(recall)
+main.add_command(restore)
+main.add_command(restore_drill)
 main.add_command(tenant)
 main.add_command(up)
 main.add_command(worker)
