@@ -42,7 +42,7 @@ def test_a_backup_restores_to_databases_matching_the_manifest(mem, tmp_path: Pat
     assert report.counts["tenants"] == 2 and report.counts["beliefs"] > 0
     target = tmp_path / "restored"
     restore(info, target)
-    for kind, db in info.manifest["databases"].items():
+    for db in info.manifest["databases"].values():
         sha, size = files.sha256_file(target / db["file"])
         assert (sha, size) == (info.manifest["files"][db["file"]]["sha256"],
                                info.manifest["files"][db["file"]]["bytes"])
@@ -90,10 +90,10 @@ def test_a_killed_backup_leaves_nothing_that_looks_complete(mem, monkeypatch) ->
     (leftover / files.DB_FILES["state"]).write_bytes(b"half a copy")
 
     def crash(*args, **kwargs):
-        raise OSError("disk full")
+        raise OSError(28, "disk full")
 
     monkeypatch.setattr("memory_core.maintenance.backup.export_tenant", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(files.BackupError, match=r"disk full.*nothing was kept"):
         backup(mem.env())
     assert files.list_backups(root) == []
     assert sorted(p.name for p in root.iterdir()) == [".lock"]  # leftover cleaned too

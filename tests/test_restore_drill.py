@@ -148,7 +148,7 @@ def test_restore_verifies_the_checksums_before_writing(mem, tmp_path: Path) -> N
     info = _latest(mem)
     _flip_bytes(info.path / files.DB_FILES["ops"], 100)
     target = tmp_path / "restored"
-    with pytest.raises(files.BackupCorruptError, match="memory_ops.db: sha256 differs"):
+    with pytest.raises(files.BackupCorruptError, match=r"memory_ops\.db: sha256 differs"):
         restore(info, target)
     assert not target.exists()
 

@@ -89,6 +89,11 @@ def _make(env: JobEnv, root: Path) -> files.BackupInfo:
                                     f"{env.window}: move it away and run the backup again")
         os.replace(tmp, final)
         files.sync_dir(root)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise files.BackupError(
+            f"writing backup {name} into {root} failed ({type(e).__name__}: {e.strerror}): "
+            "check the free space and permissions of MNEMO_BACKUP_DIR; nothing was kept") from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -91,8 +91,12 @@ def folder_lock(root: Path, *, shared: bool = False) -> Iterator[None]:
     ``flock`` is released by the kernel when the process dies, so a killed backup never
     leaves the folder locked. Never waits: raises BackupBusyError when it is held.
     """
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise BackupError(f"cannot use the backups folder {root} ({type(e).__name__}: "
+                          f"{e.strerror}): check its permissions, or set MNEMO_BACKUP_DIR") from e
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)

@@ -97,10 +97,11 @@ def list_(obj: Ctx, as_json: bool) -> None:
     backups = list_backups(obj.settings.backups_path)
     ops = open_ops(obj.settings)
     try:
-        rows = [{"name": b.name, "path": str(b.path), "created_at": b.created_at,
-                 "window": b.window, "bytes": b.size_bytes,
-                 "tenants": len(b.manifest.get("exports", {})),
-                 "drill": last_drill(ops.conn, b.name)} for b in backups]
+        rows: list[dict[str, Any]] = [
+            {"name": b.name, "path": str(b.path), "created_at": b.created_at,
+             "window": b.window, "bytes": b.size_bytes,
+             "tenants": len(b.manifest.get("exports", {})),
+             "drill": last_drill(ops.conn, b.name)} for b in backups]
     finally:
         ops.close()
     if as_json:
@@ -196,4 +197,5 @@ def standalone(command: click.Command, prog_name: str) -> None:
     except MnemoError as e:
         raise SystemExit(f"Error: {e}") from e
     configure_logging(settings)
-    command.main(prog_name=prog_name, obj=Ctx(settings), **CONTEXT_SETTINGS)
+    extra: dict[str, Any] = dict(CONTEXT_SETTINGS)
+    command.main(prog_name=prog_name, obj=Ctx(settings), **extra)
