@@ -136,7 +136,9 @@ def snapshot(db: Database, dest: Path, *, pages: int = PAGES_PER_STEP,
     copy = connect(dest, busy_timeout_ms=db.busy_timeout_ms)
     try:
         copy.execute("PRAGMA journal_mode = DELETE")
-        source = db.connect()
+        # Not db.connect(): a memory map would only add the whole file to this process's
+        # resident set, and the copy never writes the source.
+        source = connect(db.path, busy_timeout_ms=db.busy_timeout_ms, readonly=True)
         try:
             source.execute("BEGIN")  # the read transaction that pins the snapshot
             source.execute("SELECT count(*) FROM sqlite_master").fetchone()
