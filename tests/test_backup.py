@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memory_core.db import open_ops, open_state
+from memory_core.db.migrations import latest_version
 from memory_core.maintenance import backup_files as files
 from memory_core.maintenance.backup import backup, snapshot
 from memory_core.maintenance.restore import restore
@@ -42,11 +43,11 @@ def test_a_backup_restores_to_databases_matching_the_manifest(mem, tmp_path: Pat
     assert report.counts["tenants"] == 2 and report.counts["beliefs"] > 0
     target = tmp_path / "restored"
     restore(info, target)
-    for db in info.manifest["databases"].values():
+    for kind, db in info.manifest["databases"].items():
         sha, size = files.sha256_file(target / db["file"])
         assert (sha, size) == (info.manifest["files"][db["file"]]["sha256"],
                                info.manifest["files"][db["file"]]["bytes"])
-        assert db["schema_version"] == 1
+        assert db["schema_version"] == latest_version(kind)
     restored = Settings.from_env({}, data_dir=target)
     state, ops = open_state(restored), open_ops(restored)
     try:

@@ -88,6 +88,6 @@ def declare_actors(broker: Broker, context: LazyContext | None = None
         if step is None:
             raise ValueError(f"job {job.name} has no step in workers.steps: add one")
         fn = _actor_fn(job, step, context, broker)
-        actors[job.name] = dramatiq.actor(fn, broker=broker, throws=NON_RETRYABLE,
-                                          **job.actor_options())
+        decorate = dramatiq.actor(broker=broker, throws=NON_RETRYABLE, **job.actor_options())
+        actors[job.name] = decorate(fn)
     return actors

@@ -5,7 +5,7 @@ Kept apart from the state db so background bookkeeping never contends with chat 
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text
+from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text, text
 
 from memory_core.db.schema_common import bookkeeping_tables
 
@@ -65,7 +65,8 @@ audit_log = Table(
 )
 
 # One row per recall: the query's digest (never the query), the candidates and why each was
-# kept or dropped. Bounded per tenant (MNEMO_RECALL_LOG_KEEP).
+# kept or dropped. Bounded per tenant (MNEMO_RECALL_LOG_KEEP). ``applied_at``: when
+# macro_sleep reinforced what the recall used (NULL: not yet).
 recall_log = Table(
     "recall_log", metadata,
     Column("id", Integer, primary_key=True),
@@ -74,7 +75,9 @@ recall_log = Table(
     Column("at", Text, nullable=False),
     Column("strategy", Text, nullable=False),
     Column("explanation", Text, nullable=False),  # JSON
+    Column("applied_at", Text),
     Index("ix_recall_log_tenant", "tenant", "id"),
+    Index("ix_recall_log_pending", "tenant", "id", sqlite_where=text("applied_at IS NULL")),
 )
 
 schedule_firings = Table(

@@ -27,10 +27,11 @@ from typing import Any
 import structlog
 
 from memory_core.clock import to_db
-from memory_core.db.sqlite import atomic, connect, sqlite_module
+from memory_core.db.sqlite import Connection, atomic, connect, inserted_id, sqlite_module
 from memory_core.db.stores import Database
 from memory_core.maintenance import backup_files as files
 from memory_core.maintenance.base import JobEnv, JobReport
+from memory_core.maintenance.common import tenants
 from memory_core.maintenance.exports import export_tenant
 from memory_core.maintenance.pg_dump import DUMP_FILE, dump_postgres
 from memory_core.settings import Settings
@@ -111,7 +112,7 @@ def _fill(env: JobEnv, tmp: Path) -> dict[str, Any]:
                                "tables": files.table_counts(conn)}
         databases["state"]["embedder"] = _embedder(state)
         exports = {tenant: export_tenant(state, ops, tenant, tmp / "exports" / tenant)
-                   for tenant in _tenants(state)}
+                   for tenant in tenants(state)}
     postgres = _postgres(env.settings, tmp)
     listed = {}
     for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
@@ -125,7 +126,7 @@ def _fill(env: JobEnv, tmp: Path) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def snapshot(db: Database, dest: Path, *, pages: int = PAGES_PER_STEP,
-             progress: Progress | None = None) -> Iterator[Any]:
+             progress: Progress | None = None) -> Iterator[Connection]:
     """Copy ``db`` to ``dest`` online and yield a connection to the copy.
 
     On exit the copy is switched to rollback-journal mode (one self-contained file, no
@@ -156,11 +157,7 @@ def snapshot(db: Database, dest: Path, *, pages: int = PAGES_PER_STEP,
         copy.close()
 
 
-def _tenants(conn: Any) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT tenant FROM tenants ORDER BY tenant")]
-
-
-def _embedder(conn: Any) -> dict[str, str | None]:
+def _embedder(conn: Connection) -> dict[str, str | None]:
     marks = ", ".join("?" * len(_EMBEDDER_KEYS))
     found = dict(conn.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})",
                               _EMBEDDER_KEYS).fetchall())
@@ -192,7 +189,7 @@ def record_manifest(ops: Database, info: files.BackupInfo) -> int:
         cur = conn.execute(
             "INSERT INTO backup_manifests (created_at, path, manifest) VALUES (?, ?, ?)",
             (info.created_at, path, files.manifest_text(info.manifest)))
-        return int(cur.lastrowid)
+        return inserted_id(cur)
 
 
 def apply_retention(ops: Database, root: Path, keep: int) -> int:

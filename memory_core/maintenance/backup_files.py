@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.clock import ensure_utc
+from memory_core.db.sqlite import Connection
 from memory_core.errors import MnemoError
 
 MANIFEST = "manifest.json"
@@ -208,11 +209,11 @@ def manifest_text(manifest: dict[str, Any]) -> str:
     return json.dumps(manifest, sort_keys=True)
 
 
-def schema_version(conn: Any) -> int:
+def schema_version(conn: Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def table_counts(conn: Any) -> dict[str, int]:
+def table_counts(conn: Connection) -> dict[str, int]:
     """Rows of every ordinary table (FTS5 and sqlite-vec shadow tables included; the
     virtual tables themselves are views over those and are not counted twice)."""
     names = [r[0] for r in conn.execute(

@@ -19,13 +19,14 @@ import json
 import shutil
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from memory_core.clock import to_db
-from memory_core.db.sqlite import atomic, connect, sqlite_module
+from memory_core.db.sqlite import Connection, atomic, connect, sqlite_module
 from memory_core.errors import StoreError
 from memory_core.maintenance import backup_files as files
 from memory_core.maintenance.base import JobEnv, JobReport
@@ -111,7 +112,7 @@ def _check_database(info: files.BackupInfo, scratch: Path, kind: str, expected: 
         conn.close()
 
 
-def _check_contents(conn: Any, name: str, expected: dict[str, Any],
+def _check_contents(conn: Connection, name: str, expected: dict[str, Any],
                     result: DrillResult) -> None:
     integrity = [r[0] for r in conn.execute("PRAGMA integrity_check")]
     if integrity != ["ok"]:
@@ -129,7 +130,7 @@ def _check_contents(conn: Any, name: str, expected: dict[str, Any],
     result.checked["tables"] = result.checked.get("tables", 0) + len(want)
 
 
-def recorded_drill(conn: Any, window: str) -> dict[str, Any] | None:
+def recorded_drill(conn: Connection, window: str) -> dict[str, Any] | None:
     """The detail recorded by the drill of ``window``, if it ran."""
     row = conn.execute("SELECT detail FROM restore_drills WHERE "
                        "json_extract(detail, '$.window') = ? ORDER BY id DESC LIMIT 1",
@@ -137,7 +138,7 @@ def recorded_drill(conn: Any, window: str) -> dict[str, Any] | None:
     return json.loads(row[0]) if row else None
 
 
-def last_drill(conn: Any, backup: str) -> dict[str, Any] | None:
+def last_drill(conn: Connection, backup: str) -> dict[str, Any] | None:
     """When the latest drill of the backup named ``backup`` ran and whether it passed."""
     row = conn.execute("SELECT at, ok FROM restore_drills WHERE "
                        "json_extract(detail, '$.backup') = ? ORDER BY id DESC LIMIT 1",
@@ -145,7 +146,7 @@ def last_drill(conn: Any, backup: str) -> dict[str, Any] | None:
     return {"at": row[0], "ok": bool(row[1])} if row else None
 
 
-def _record(conn: Any, now: Any, result: DrillResult, detail: dict[str, Any]) -> None:
+def _record(conn: Connection, now: datetime, result: DrillResult, detail: dict[str, Any]) -> None:
     with atomic(conn):
         row = (conn.execute("SELECT id FROM backup_manifests WHERE path = ?",
                             (result.path,)).fetchone() if result.path else None)

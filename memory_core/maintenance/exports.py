@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 from xml.sax.saxutils import escape, quoteattr
 
+from memory_core.db.sqlite import Connection
+
 PAGE = 1_000
 FILES = ("beliefs.jsonl", "belief_graph.graphml", "episodes.jsonl", "entity_merges.jsonl",
          "audit_log.jsonl")
@@ -44,7 +46,7 @@ _EDGES = (
     "WHERE b.tenant = ? AND b.id > ? ORDER BY b.id LIMIT ?")
 
 
-def pages(conn: Any, sql: str, tenant: str) -> Iterator[dict[str, Any]]:
+def pages(conn: Connection, sql: str, tenant: str) -> Iterator[dict[str, Any]]:
     """Rows of ``sql`` (``tenant = ? AND id > ? ... ORDER BY id LIMIT ?``), page by page."""
     last = 0
     while True:
@@ -68,27 +70,27 @@ def _jsonl(path: Path, rows: Iterator[dict[str, Any]]) -> int:
     return n
 
 
-def _episodes(conn: Any, tenant: str) -> Iterator[dict[str, Any]]:
+def _episodes(conn: Connection, tenant: str) -> Iterator[dict[str, Any]]:
     for row in pages(conn, _EPISODES, tenant):
         row["turn_uids"] = json.loads(row["turn_uids"])
         yield row
 
 
-def _merges(conn: Any, tenant: str) -> Iterator[dict[str, Any]]:
+def _merges(conn: Connection, tenant: str) -> Iterator[dict[str, Any]]:
     for ledger, table in (("live", "entity_merges"), ("archive", "entity_merges_archive")):
         for row in pages(conn, _MERGES.format(table=table), tenant):
             row["ledger"] = ledger
             yield row
 
 
-def _audit(conn: Any, tenant: str) -> Iterator[dict[str, Any]]:
+def _audit(conn: Connection, tenant: str) -> Iterator[dict[str, Any]]:
     for row in pages(conn, _AUDIT, tenant):
         with contextlib.suppress(ValueError):  # not JSON: kept as stored
             row["detail"] = json.loads(row["detail"]) if row["detail"] else None
         yield row
 
 
-def export_tenant(state: Any, ops: Any, tenant: str, folder: Path) -> dict[str, int]:
+def export_tenant(state: Connection, ops: Connection, tenant: str, folder: Path) -> dict[str, int]:
     """Write the tenant's export files into ``folder``; the row counts written."""
     folder.mkdir(parents=True, exist_ok=True)
     counts = {
@@ -141,7 +143,7 @@ def _node(f: IO[str], node_id: str, name: Any, kind: Any, *, literal: bool = Fal
     f.write("</node>\n")
 
 
-def write_graphml(f: IO[str], conn: Any, tenant: str) -> tuple[int, int]:
+def write_graphml(f: IO[str], conn: Connection, tenant: str) -> tuple[int, int]:
     """The tenant's belief graph as GraphML; returns (nodes, edges)."""
     f.write('<?xml version="1.0" encoding="UTF-8"?>\n'
             '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n')

@@ -9,25 +9,9 @@ def _todo(name: str) -> JobReport:
     raise NotImplementedError(f"maintenance job {name} is not built yet")
 
 
-def macro_sleep(env: JobEnv) -> JobReport:
-    return _todo("macro_sleep")
-
-
 def global_reconsolidation(env: JobEnv, *, run_id: str, partition: int,
                            partitions: int) -> JobReport:
     return _todo("global_reconsolidation")
-
-
-def commitment_gc(env: JobEnv) -> JobReport:
-    return _todo("commitment_gc")
-
-
-def session_purge(env: JobEnv) -> JobReport:
-    return _todo("session_purge")
-
-
-def daily_digest(env: JobEnv) -> JobReport:
-    return _todo("daily_digest")
 
 
 def firing_ledger(env: JobEnv) -> JobReport:

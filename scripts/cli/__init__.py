@@ -10,6 +10,7 @@ from scripts.cli.app import main
 from scripts.cli.backup import backup, restore, restore_drill
 from scripts.cli.db import db
 from scripts.cli.demo import demo
+from scripts.cli.digest import digest
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
@@ -20,6 +21,7 @@ from scripts.cli.worker import up, worker
 main.add_command(backup)
 main.add_command(db)
 main.add_command(demo)
+main.add_command(digest)
 main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)

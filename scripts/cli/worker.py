@@ -37,7 +37,8 @@ def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> 
 def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
     """Run the worker pool: N processes x M threads consuming every queue.
 
-    Runs until SIGTERM or Ctrl-C; then each process finishes its in-flight messages (up to
+    Migrates both databases first (as `mnemo db migrate`), then serves. Runs until SIGTERM
+    or Ctrl-C; then each process finishes its in-flight messages (up to
     --grace seconds), returns the rest to the queue and exits. A process that dies is
     restarted. Memory lives in the SQLite files of MNEMO_DATA_DIR, so run the workers of
     one data directory on the machine that holds it (with either broker; Redis lets chat
@@ -58,7 +59,8 @@ def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -
 @handle_errors
 def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
     """Run everything a single machine needs: the worker pool (and, once the schedules
-    land, the scheduler) on the configured broker, embedded by default.
+    land, the scheduler) on the configured broker, embedded by default. Migrates both
+    databases first (as `mnemo db migrate`).
 
     Example:
 
