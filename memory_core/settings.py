@@ -174,6 +174,8 @@ class Settings:
     recall_helper_threads: int = 0
     recall_max_tokens: int = 1_500
     recall_log_keep: int = 500
+    backup_dir: Path | None = None  # None: ``backups`` in data_dir
+    backup_keep: int = 8
     queue_lease_seconds: int = 60
     redis_timeout_ms: int = 20
     worker_processes: int = 2
@@ -194,7 +196,7 @@ class Settings:
     recon_partitions: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("data_dir", "embed_model_path", "embed_cache_dir"):
+        for name in ("data_dir", "embed_model_path", "embed_cache_dir", "backup_dir"):
             value = getattr(self, name)
             if isinstance(value, str):
                 object.__setattr__(self, name, Path(value).expanduser())
@@ -206,6 +208,10 @@ class Settings:
     @property
     def ops_db_path(self) -> Path:
         return self.data_dir / "memory_ops.db"
+
+    @property
+    def backups_path(self) -> Path:
+        return self.backup_dir if self.backup_dir is not None else self.data_dir / "backups"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -338,6 +344,10 @@ VARIABLES: tuple[_Var, ...] = (
          "Default token budget of a recall result."),
     _Var("MNEMO_RECALL_LOG_KEEP", "recall_log_keep", _int_parser(1, 100_000),
          "Recall explanations kept per tenant."),
+    _Var("MNEMO_BACKUP_DIR", "backup_dir", _path,
+         "Folder of the backups (default: backups in MNEMO_DATA_DIR); best on another disk."),
+    _Var("MNEMO_BACKUP_KEEP", "backup_keep", _int_parser(1, 10_000),
+         "Complete backups kept; each new backup deletes the older ones beyond this number."),
     _Var("MNEMO_QUEUE_LEASE_SECONDS", "queue_lease_seconds", _int_parser(5, 86_400),
          "Embedded queue: how long a delivered message is leased before redelivery."),
     _Var("MNEMO_REDIS_TIMEOUT_MS", "redis_timeout_ms", _int_parser(1, 60_000),

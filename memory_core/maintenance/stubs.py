@@ -9,14 +9,6 @@ def _todo(name: str) -> JobReport:
     raise NotImplementedError(f"maintenance job {name} is not built yet")
 
 
-def backup(env: JobEnv) -> JobReport:
-    return _todo("backup")
-
-
 def global_reconsolidation(env: JobEnv, *, run_id: str, partition: int,
                            partitions: int) -> JobReport:
     return _todo("global_reconsolidation")
-
-
-def restore_drill(env: JobEnv) -> JobReport:
-    return _todo("restore_drill")
