@@ -19,6 +19,19 @@ class StoreError(MnemoError):
     """A database cannot be opened or used (missing module, extension, permissions)."""
 
 
+class StoreDamagedError(StoreError):
+    """A database file is not a SQLite database or fails ``PRAGMA quick_check``."""
+
+
+class StoreUnwritableError(StoreError):
+    """A database cannot be written: ``fault`` is ``readonly`` (file, folder or mount) or
+    ``full`` (the disk)."""
+
+    def __init__(self, fault: str, message: str) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
 class SchemaTooNewError(StoreError):
     """The database was written by a newer mnemo than this one."""
 

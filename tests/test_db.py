@@ -178,13 +178,26 @@ def test_no_extension_capable_sqlite_gives_the_fix(monkeypatch) -> None:
 
 
 def test_missing_fts5_gives_the_fix(monkeypatch) -> None:
+    real = sqlite_mod.sqlite_module()
+
     class NoFts:
         def execute(self, sql: str):
-            raise sqlite_mod.sqlite_module().OperationalError("no such module: fts5")
+            raise real.OperationalError("no such module: fts5")
+
+        def close(self) -> None:
+            pass
+
+    class NoFtsModule:  # a SQLite module built without FTS5
+        Error = real.Error
+
+        @staticmethod
+        def connect(path: str) -> NoFts:
+            assert path == ":memory:"  # probed on the module, never on a file
+            return NoFts()
 
     monkeypatch.setattr(sqlite_mod, "_fts5_checked", set())
     with pytest.raises(StoreError, match="no FTS5 full-text search"):
-        sqlite_mod._check_fts5(NoFts())
+        sqlite_mod._check_fts5(NoFtsModule)
 
 
 def test_an_unwritable_data_dir_is_a_clear_error(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from memory_core.errors import StoreError
+from memory_core.db.faults import RESTORE_FIX, fault_of, quick_check, store_error
+from memory_core.errors import StoreDamagedError, StoreError
 
 # The type of every connection the factory opens. At run time it is the chosen module's
 # class (pysqlite3's has the stdlib's API), so this names the API, not the class.
@@ -79,19 +80,22 @@ def _load_sqlite_vec(conn: Connection) -> None:
 _fts5_checked: set[int] = set()
 
 
-def _check_fts5(conn: Connection) -> None:
-    mod_id = id(sqlite_module())
-    if mod_id in _fts5_checked:
+def _check_fts5(mod: ModuleType) -> None:
+    """Refuse a SQLite module without FTS5. Probed on an in-memory database: FTS5 is a
+    property of the module, so a damaged file is never mistaken for a missing FTS5."""
+    if id(mod) in _fts5_checked:
         return
+    conn = mod.connect(":memory:")
     try:
-        conn.execute("CREATE VIRTUAL TABLE temp._mnemo_fts5_probe USING fts5(x)")
-        conn.execute("DROP TABLE temp._mnemo_fts5_probe")
-    except Exception as e:
+        conn.execute("CREATE VIRTUAL TABLE _mnemo_fts5_probe USING fts5(x)")
+    except mod.Error as e:
         raise StoreError(
             "this SQLite has no FTS5 full-text search, which mnemo needs: "
             f"install pysqlite3-binary (SQLite with FTS5) or {_INSTALL_HINT}"
         ) from e
-    _fts5_checked.add(mod_id)
+    finally:
+        conn.close()
+    _fts5_checked.add(id(mod))
 
 
 _file_locks: dict[str, threading.Lock] = {}
@@ -151,6 +155,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
     naming the file and the fix when it cannot be opened.
     """
     mod = sqlite_module()
+    _check_fts5(mod)
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +173,6 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
         ) from e
     try:
         _load_sqlite_vec(conn)
-        _check_fts5(conn)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -184,12 +188,22 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
             conn.execute(f"PRAGMA mmap_size = {int(mmap_mb) * 2**20}")
     except mod.Error as e:
         conn.close()
-        raise StoreError(f"cannot prepare SQLite database {path} ({type(e).__name__}: {e}): "
-                         "check that it is a mnemo database and not corrupt") from e
+        raise _open_error(e, path) from e
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _open_error(exc: Exception, path: Path) -> StoreError:
+    """What a failed open means: read-only, full, or damaged (``quick_check`` decides when
+    the error itself does not say), never the install hint."""
+    if fault_of(exc) is None:
+        problem = quick_check(path)
+        if problem is not None:
+            return StoreDamagedError(f"{path} fails PRAGMA quick_check ({problem}) after "
+                                     f"{type(exc).__name__}: {exc}: {RESTORE_FIX}")
+    return store_error(exc, path, "opening it")
 
 
 _savepoint_ids = itertools.count()

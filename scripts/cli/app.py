@@ -10,9 +10,13 @@ from typing import Any
 
 import click
 
-from memory_core.errors import MnemoError
+from memory_core.db.faults import fault_of, storage_status, store_error
+from memory_core.db.sqlite import sqlite_module
+from memory_core.errors import MnemoError, StoreDamagedError, StoreError, StoreUnwritableError
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
+
+STORAGE_FAULT_EXIT = 4  # a database is damaged, read-only or full (docs/cli.md)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -24,7 +28,61 @@ class Ctx:
         self.settings = settings
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class StorageFault(click.ClickException):
+    """A damaged, read-only or full database: exit code 4, the file and the fix."""
+
+    exit_code = STORAGE_FAULT_EXIT
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    import sqlite3
+
+    return (sqlite3.Error, sqlite_module().Error)
+
+
+def click_error(e: BaseException) -> click.ClickException:
+    """The one ``Error:`` line (and exit code) for a mnemo or SQLite error."""
+    if isinstance(e, StoreDamagedError | StoreUnwritableError):
+        return StorageFault(str(e))
+    if isinstance(e, MnemoError):
+        return click.ClickException(str(e))
+    wrapped = _locate(e)
+    if isinstance(wrapped, StoreDamagedError | StoreUnwritableError):
+        return StorageFault(str(wrapped))
+    return click.ClickException(str(wrapped))
+
+
+def _locate(e: BaseException) -> StoreError:
+    """Name the database behind a raw SQLite error: the one ``storage_status`` finds at
+    fault (damaged first), else the error as it came."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Ctx) if ctx is not None else None
+    fault = fault_of(e)
+    if obj is not None:
+        try:
+            found = storage_status(obj.settings)
+        except Exception:  # a probe that fails must not hide the original error
+            found = {}
+        for status in sorted(found.values(), key=lambda s: s.state != "damaged"):
+            if not status.ok and status.state != "missing":
+                return store_error(e, status.path, f"running this command ({status.detail})")
+        if fault is not None:
+            return store_error(e, obj.settings.data_dir, "running this command")
+    return store_error(e, "a mnemo database", "running this command")
+
+
+class MnemoGroup(click.Group):
+    """The root group: whatever command runs, a mnemo or SQLite error ends as one
+    ``Error:`` line and its exit code, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (MnemoError, *_driver_errors()) as e:
+            raise click_error(e) from e
+
+
+@click.group(cls=MnemoGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="mnemo")
 @click.pass_context
 def main(ctx: click.Context) -> None:
@@ -45,14 +103,15 @@ def main(ctx: click.Context) -> None:
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn mnemo errors into click errors (exit code 1, the message, no traceback)."""
+    """Turn mnemo and SQLite errors into click errors (the message, no traceback): exit
+    code 4 for a damaged, read-only or full database, 1 for any other mnemo error."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except MnemoError as e:
-            raise click.ClickException(str(e)) from e
+        except (MnemoError, *_driver_errors()) as e:
+            raise click_error(e) from e
 
     return wrapper
 
