@@ -18,6 +18,7 @@ is stale.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -30,6 +31,7 @@ import structlog
 from dramatiq import Worker
 
 from memory_core.brokers import make_broker, make_relay
+from memory_core.db.faults import storage_status
 from memory_core.db.stores import migrate_stores
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
@@ -51,9 +53,11 @@ def build_worker_broker(settings: Settings, *,
     ``declare`` replaces the post-turn actors (tests); ``context`` is the worker context they
     share (default: built from ``settings`` on the first message). ``broker_options`` go to
     ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms, maintenance_interval_s).
+    The stack has a StorageGuard on this data dir's ``storage_status`` (``workers.storage_guard``).
     Raises StoreError / ConfigurationError from the factory.
     """
-    broker = make_broker(settings, middleware=worker_middleware(), **broker_options)
+    probe = functools.partial(storage_status, settings)
+    broker = make_broker(settings, middleware=worker_middleware(probe), **broker_options)
     dramatiq.set_broker(broker)
     if declare is not None:
         declare(broker)

@@ -33,6 +33,7 @@ from dramatiq.middleware import (
 )
 
 from workers.audit import Audit
+from workers.storage_guard import Probe, StorageGuard
 
 log = structlog.get_logger("mnemo.worker")
 
@@ -104,10 +105,35 @@ class AgeOut(Middleware):
             raise SkipMessage("message aged out")
 
 
-def worker_middleware() -> list[Middleware]:
-    """The middleware of a worker broker, in order (see the module docstring)."""
-    return [LogContext(), AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
-            Pipelines(), Retries(), CurrentMessage(), Audit()]
+class DurableRetries(Retries):
+    """Retries whose failure to schedule a retry never acks the message.
+
+    Dramatiq's Retries schedules a retry by enqueueing the message again; when that enqueue
+    fails (the ops database is full or read-only), its error is logged by the broker and the
+    worker then acks, which would drop the message (or, when the ack fails too, leave it
+    leased). Here the delivery is marked ``retry_unscheduled``: the embedded consumer's ack
+    then returns it to the queue instead (or lets its lease run out), so it is redelivered.
+    """
+
+    def after_process_message(self, broker: Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None
+                              ) -> None:
+        try:
+            super().after_process_message(broker, message, result=result, exception=exception)
+        except Exception as e:
+            message.retry_unscheduled = True  # type: ignore[attr-defined]
+            log.error("retry_unscheduled", error=type(e).__name__,
+                      fix="the message returns to the queue; check the ops database's disk")
+
+
+def worker_middleware(storage_probe: Probe | None = None) -> list[Middleware]:
+    """The middleware of a worker broker, in order (see the module docstring).
+
+    ``storage_probe`` (``storage_status`` of the worker's settings) adds a StorageGuard.
+    """
+    guard: list[Middleware] = [StorageGuard(storage_probe)] if storage_probe else []
+    return [LogContext(), *guard, AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
+            Pipelines(), DurableRetries(), CurrentMessage(), Audit()]
 
 
 def _redacted(arg: Any) -> Any:

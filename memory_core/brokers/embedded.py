@@ -84,6 +84,8 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         self._wakeups: dict[str, threading.Event] = {}
         self._keeper: _LeaseKeeper | None = None
         self._lock = threading.Lock()
+        # Deliveries given back but not yet released (the write failed): never renewed.
+        self._abandoned: set[tuple[int, int]] = set()
 
     # -- Dramatiq's broker contract -------------------------------------------------------
 
@@ -208,11 +210,23 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
             with atomic(self.db.conn) as conn:
                 conn.executemany(sql.RELEASE, [(r, a, self.owner) for r, a in deliveries])
 
+    def _abandon(self, delivery: tuple[int, int]) -> None:
+        """Stop renewing one delivery's lease: the keeper releases it, or it runs out."""
+        with self._lock:
+            self._abandoned.add(delivery)
+
     def _keep_leases(self) -> int:
-        """Renew this process's leases, then free expired ones; return how many expired."""
+        """Release abandoned deliveries, renew this process's other leases, then free
+        expired ones; return how many expired."""
         conn = self.db.conn
         now = time.time()
+        with self._lock:
+            abandoned = sorted(self._abandoned)
         with write_lock(conn):
+            if abandoned:
+                conn.executemany(sql.RELEASE, [(r, a, self.owner) for r, a in abandoned])
+                with self._lock:
+                    self._abandoned.difference_update(abandoned)
             conn.execute(sql.RENEW, (now + self.lease_seconds, self.owner))
             return len(conn.execute(sql.RECLAIM, (now,)).fetchall())
 
@@ -286,10 +300,25 @@ class _EmbeddedConsumer(Consumer):
         self.wakeup.set()  # room to fetch again (worker threads ack, not the consumer thread)
 
     def ack(self, message: Any) -> None:
+        if getattr(message, "retry_unscheduled", False):
+            self._give_back(message)
+            return
         try:
             self.broker._ack(message.row_id, message.attempts)
         except _db_error() as e:
             raise ConnectionClosed(e) from e
+        self._done(message)
+
+    def _give_back(self, message: Any) -> None:
+        """A failed message whose retry could not be stored (``DurableRetries``): return it
+        to the queue now, or, when the database cannot take even that, stop renewing its
+        lease so it returns when the lease runs out. Never acked, never held forever."""
+        delivery = (message.row_id, message.attempts)
+        try:
+            self.broker._release([delivery])
+        except _db_error() as e:
+            self.broker._abandon(delivery)
+            log.warning("lease_abandoned", row_id=message.row_id, error=type(e).__name__)
         self._done(message)
 
     def nack(self, message: Any) -> None:

@@ -55,7 +55,7 @@ import structlog
 from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
 from dramatiq.common import current_millis, dq_name, xq_name
-from dramatiq.errors import DecodeError
+from dramatiq.errors import ConnectionClosed, DecodeError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -111,7 +111,17 @@ class _Consumer(_RedisConsumer):
         return super().__next__()
 
     def ack(self, message: Any) -> None:
-        super().ack(message)
+        if getattr(message, "retry_unscheduled", False):
+            # The retry could not be stored (workers.middleware.DurableRetries): put the
+            # message back instead of dropping it; a connection error here is retried by
+            # the Worker until Redis answers.
+            try:
+                self.requeue([message])
+            except redis.ConnectionError as e:
+                raise ConnectionClosed(e) from None
+            self.queued_message_ids.discard(message.message_id)
+        else:
+            super().ack(message)
         self._room.set()
 
     def nack(self, message: Any) -> None:

@@ -1,0 +1,151 @@
+"""Stop taking messages while a database is read-only, full or damaged; resume after.
+
+``StorageGuard`` is a middleware with one thread of its own. A message that fails with a
+storage fault (``memory_core.db.faults.fault_of``), or a probe at boot that finds one, trips
+it: the thread pauses the Dramatiq Worker (consumers stop fetching, worker threads stop
+taking work after their current message), logs one ``storage_paused`` line naming the
+database, its state and the fix, then probes ``storage_status`` every ``interval_s`` and
+resumes the Worker (``storage_resumed``) once every database is ``ok``. Pausing runs on the
+guard's thread because ``Worker.pause`` waits for every worker thread to notice, which a
+worker thread cannot do for itself.
+
+Messages already handed to this process wait, leased, until the resume; their leases run
+out when the ops database cannot be written, and another process may take them (actors are
+idempotent). ``StorageGuard.state()`` is what a heartbeat or `mnemo health` shows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from dramatiq.broker import Broker, MessageProxy
+from dramatiq.middleware import Middleware
+
+from memory_core.db.faults import DAMAGED, FULL, READONLY, StorageStatus, fault_of
+
+log = structlog.get_logger("mnemo.worker")
+
+Probe = Callable[[], dict[str, StorageStatus]]
+
+FAULTS = (READONLY, FULL, DAMAGED)
+
+_FIXES = {
+    "readonly": "make the data folder, its files and the mount writable",
+    "full": "free space on the data folder's file system",
+    "damaged": "restore from a backup (`mnemo restore latest --to DIR`) or move the file aside",
+}
+
+
+class StorageGuard(Middleware):
+    """Pauses the Worker on a storage fault and resumes it when ``probe`` finds none."""
+
+    def __init__(self, probe: Probe, *, interval_s: float = 5.0) -> None:
+        self.probe = probe
+        self.interval_s = interval_s
+        self._worker: Any = None
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._tripped: str | None = None
+        self._paused = False
+        self._last: dict[str, StorageStatus] = {}
+
+    # -- Dramatiq hooks -------------------------------------------------------------------
+
+    def after_worker_boot(self, broker: Broker, worker: Any) -> None:
+        self._worker = worker
+        self._tripped = "boot"  # probe once before the first messages
+        self._thread = threading.Thread(target=self._run, name="mnemo-storage-guard",
+                                        daemon=True)
+        self._thread.start()
+
+    def before_worker_shutdown(self, broker: Broker, worker: Any) -> None:
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, self.interval_s))
+
+    def after_process_message(self, broker: Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None
+                              ) -> None:
+        fault = fault_of(exception)
+        if fault is not None:
+            with self._lock:
+                self._tripped = self._tripped or fault
+            self._wake.set()
+
+    # -- state ----------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """``{"paused": bool, "databases": {kind: state}}`` as last probed."""
+        with self._lock:
+            return {"paused": self._paused,
+                    "databases": {k: s.state for k, s in self._last.items()}}
+
+    # -- the guard's thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            with self._lock:
+                due, self._tripped = self._tripped, None
+                paused = self._paused
+            if due is not None or paused:
+                self.check(reported=due)
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+
+    def check(self, reported: str | None = None) -> bool:
+        """Probe now; pause or resume the Worker to match. True when all is ok.
+
+        ``reported``: the fault a message met (or ``boot``). A message's fault that the probe
+        cannot see (a lock-step race, a fault that cleared) still pauses for one interval.
+        """
+        try:
+            statuses = self.probe()
+        except Exception as e:  # a probe that cannot run is no proof the storage is fine
+            log.warning("storage_probe_failed", error=type(e).__name__)
+            return False
+        # A missing file is not a fault here: the worker migrated at start, and a worker
+        # whose actors use one database only may run before the other exists.
+        bad = [s for s in statuses.values() if s.state in FAULTS]
+        with self._lock:
+            self._last = statuses
+            paused = self._paused
+        if bad or (reported not in (None, "boot") and not paused):
+            if not paused:
+                self._pause(bad, reported)
+            return False
+        if paused:
+            self._set_paused(False)
+            self._worker.resume()
+            log.info("storage_resumed")
+        return True
+
+    def _pause(self, bad: list[StorageStatus], reported: str | None) -> None:
+        self._set_paused(True)
+        self._worker.pause()
+        if bad:  # one line for the whole pause, whatever the number of databases at fault
+            first = bad[0]
+            log.error("storage_paused", databases={s.kind: s.state for s in bad},
+                      path=str(first.path), detail=first.detail,
+                      fix=_FIXES.get(first.state, "run `mnemo health`"))
+        else:
+            log.error("storage_paused", databases={}, reported=reported,
+                      detail="a message met this fault; the probe finds none now",
+                      fix=_FIXES.get(reported or "", "run `mnemo health`"))
+
+    def _set_paused(self, paused: bool) -> None:
+        with self._lock:
+            self._paused = paused
+
+
+def storage_guard_of(broker: Broker) -> StorageGuard | None:
+    """The broker's StorageGuard, if it has one (for a heartbeat's ``storage`` field)."""
+    for middleware in broker.middleware:
+        if isinstance(middleware, StorageGuard):
+            return middleware
+    return None
