@@ -47,17 +47,20 @@ DEFAULT_GRACE_S = 30.0
 def build_worker_broker(settings: Settings, *,
                         declare: Callable[[Any], Any] | None = None,
                         context: LazyContext | None = None,
+                        guard_interval_s: float = 5.0,
                         **broker_options: Any) -> Any:
     """The configured broker with the worker middleware and the actors declared on it.
 
     ``declare`` replaces the post-turn actors (tests); ``context`` is the worker context they
     share (default: built from ``settings`` on the first message). ``broker_options`` go to
     ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms, maintenance_interval_s).
-    The stack has a StorageGuard on this data dir's ``storage_status`` (``workers.storage_guard``).
+    The stack has a StorageGuard on this data dir's ``storage_status``, probing every
+    ``guard_interval_s`` while paused (``workers.storage_guard``).
     Raises StoreError / ConfigurationError from the factory.
     """
     probe = functools.partial(storage_status, settings)
-    broker = make_broker(settings, middleware=worker_middleware(probe), **broker_options)
+    broker = make_broker(settings, middleware=worker_middleware(probe, guard_interval_s),
+                         **broker_options)
     dramatiq.set_broker(broker)
     if declare is not None:
         declare(broker)

@@ -126,12 +126,14 @@ class DurableRetries(Retries):
                       fix="the message returns to the queue; check the ops database's disk")
 
 
-def worker_middleware(storage_probe: Probe | None = None) -> list[Middleware]:
+def worker_middleware(storage_probe: Probe | None = None,
+                      guard_interval_s: float = 5.0) -> list[Middleware]:
     """The middleware of a worker broker, in order (see the module docstring).
 
     ``storage_probe`` (``storage_status`` of the worker's settings) adds a StorageGuard.
     """
-    guard: list[Middleware] = [StorageGuard(storage_probe)] if storage_probe else []
+    guard: list[Middleware] = (
+        [StorageGuard(storage_probe, interval_s=guard_interval_s)] if storage_probe else [])
     return [LogContext(), *guard, AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
             Pipelines(), DurableRetries(), CurrentMessage(), Audit()]
 

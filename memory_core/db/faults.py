@@ -63,11 +63,17 @@ def fault_of(exc: BaseException | None) -> str | None:
 def store_error(exc: BaseException, path: Path | str, doing: str) -> StoreError:
     """The StoreError for a driver error ``exc`` met while ``doing`` something to ``path``.
 
-    The caller raises it ``from exc``. Damaged: StoreDamagedError (restore or move aside);
-    read-only or full: StoreUnwritableError; anything else: a plain StoreError.
+    The caller raises it ``from exc``. When the error does not say which fault it is (a
+    "disk I/O error", "unable to open database file"), the file is examined: a read-only
+    mount or file, a file system with almost no free space, then ``quick_check``. Damaged:
+    StoreDamagedError (restore or move aside); read-only or full: StoreUnwritableError;
+    anything else: a plain StoreError.
     """
-    fault = fault_of(exc)
     detail = f"{type(exc).__name__}: {exc}"
+    fault = fault_of(exc)
+    if fault is None:
+        fault, found = _examine(Path(path))
+        detail = f"{found}; {detail}" if found else detail
     if fault == DAMAGED:
         return StoreDamagedError(f"{path} is damaged ({detail}) while {doing}: {RESTORE_FIX}")
     if fault == READONLY:
@@ -82,11 +88,35 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> StoreError:
                       "that it is a mnemo database, then run `mnemo health`")
 
 
+def _examine(path: Path) -> tuple[str | None, str]:
+    """(fault, what was found) for a file behind an error that named no fault."""
+    if not path.is_file():
+        return None, ""
+    reason = unwritable_reason(path)
+    if reason is not None:
+        return READONLY, reason
+    free = free_bytes(path)
+    if free < DEFAULT_MIN_FREE_BYTES:
+        return FULL, f"{free} bytes free on its file system"
+    problem = quick_check(path)
+    if problem is not None:
+        return DAMAGED, f"PRAGMA quick_check: {problem}"
+    return None, ""
+
+
+def free_bytes(path: Path | str) -> int:
+    """Bytes an unprivileged writer may still use on the file system holding ``path``."""
+    fs = os.statvfs(Path(path).parent)
+    return fs.f_bavail * fs.f_frsize
+
+
 def quick_check(path: Path | str) -> str | None:
     """None when ``path`` passes ``PRAGMA quick_check``; else what is wrong (first problem).
 
     Opens its own plain connection (no extension, no pragma that writes), so it also works
-    on a file the connection factory refuses.
+    on a file the connection factory refuses. Only SQLite's own verdict counts as damage (a
+    failed check, SQLITE_CORRUPT, SQLITE_NOTADB); a file it cannot open or read for another
+    reason (CANTOPEN on a read-only mount, IOERR on a full disk) is not judged here: None.
     """
     from memory_core.db.sqlite import sqlite_module  # the factory's module, lazily
 
@@ -94,11 +124,11 @@ def quick_check(path: Path | str) -> str | None:
     try:
         conn = mod.connect(f"file:{Path(path)}?mode=ro", uri=True, isolation_level=None)
     except mod.Error as e:
-        return f"{type(e).__name__}: {e}"
+        return f"{type(e).__name__}: {e}" if fault_of(e) == DAMAGED else None
     try:
         rows = conn.execute("PRAGMA quick_check(1)").fetchall()
     except mod.Error as e:
-        return f"{type(e).__name__}: {e}"
+        return f"{type(e).__name__}: {e}" if fault_of(e) == DAMAGED else None
     finally:
         conn.close()
     first = str(rows[0][0]) if rows else "no answer"
@@ -134,18 +164,26 @@ def probe(path: Path | str, kind: str, *,
     problem = quick_check(path)
     if problem is not None:
         return StorageStatus(kind, path, DAMAGED, problem)
-    fs = os.statvfs(path.parent)
-    if fs.f_flag & os.ST_RDONLY:
-        return StorageStatus(kind, path, READONLY, "the file system is mounted read-only")
-    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
-        return StorageStatus(kind, path, READONLY, "the file or its folder is not writable")
+    reason = unwritable_reason(path)
+    if reason is not None:
+        return StorageStatus(kind, path, READONLY, reason)
     refused = _write_lock_refused(path)
     if refused is not None:
         return StorageStatus(kind, path, READONLY, refused)
-    free = fs.f_bavail * fs.f_frsize
+    free = free_bytes(path)
     if free < min_free_bytes:
         return StorageStatus(kind, path, FULL, f"{free} bytes free on its file system")
     return StorageStatus(kind, path, OK)
+
+
+def unwritable_reason(path: Path | str) -> str | None:
+    """Why this process cannot write ``path`` (read-only mount, file or folder), or None."""
+    path = Path(path)
+    if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        return "the file system is mounted read-only"
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        return "the file or its folder is not writable"
+    return None
 
 
 def _write_lock_refused(path: Path) -> str | None:

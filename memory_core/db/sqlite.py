@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from memory_core.db.faults import RESTORE_FIX, fault_of, quick_check, store_error
-from memory_core.errors import StoreDamagedError, StoreError
+from memory_core.db.faults import store_error
+from memory_core.errors import StoreError
 
 # The type of every connection the factory opens. At run time it is the chosen module's
 # class (pysqlite3's has the stdlib's API), so this names the API, not the class.
@@ -196,13 +196,9 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
 
 
 def _open_error(exc: Exception, path: Path) -> StoreError:
-    """What a failed open means: read-only, full, or damaged (``quick_check`` decides when
-    the error itself does not say), never the install hint."""
-    if fault_of(exc) is None:
-        problem = quick_check(path)
-        if problem is not None:
-            return StoreDamagedError(f"{path} fails PRAGMA quick_check ({problem}) after "
-                                     f"{type(exc).__name__}: {exc}: {RESTORE_FIX}")
+    """What a failed open means: read-only, full, or damaged (``store_error`` examines the
+    file and runs ``quick_check`` when the error itself does not say), never the install
+    hint."""
     return store_error(exc, path, "opening it")
 
 
