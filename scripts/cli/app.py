@@ -34,10 +34,11 @@ class StorageFault(click.ClickException):
     exit_code = STORAGE_FAULT_EXIT
 
 
-def _driver_errors() -> tuple[type[BaseException], ...]:
+def _handled(e: BaseException) -> bool:
+    """A mnemo error or an error of either SQLite driver (stdlib sqlite3 or pysqlite3)."""
     import sqlite3
 
-    return (sqlite3.Error, sqlite_module().Error)
+    return isinstance(e, MnemoError | sqlite3.Error | sqlite_module().Error)
 
 
 def click_error(e: BaseException) -> click.ClickException:
@@ -78,7 +79,9 @@ class MnemoGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (MnemoError, *_driver_errors()) as e:
+        except Exception as e:
+            if not _handled(e):
+                raise
             raise click_error(e) from e
 
 
@@ -110,7 +113,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (MnemoError, *_driver_errors()) as e:
+        except Exception as e:
+            if not _handled(e):
+                raise
             raise click_error(e) from e
 
     return wrapper
