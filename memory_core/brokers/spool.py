@@ -25,6 +25,7 @@ import structlog
 from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
+from memory_core.brokers.redis import MnemoRedisBroker
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.leases import SqliteLeases
 from memory_core.db.sqlite import atomic, sqlite_module
@@ -87,7 +88,7 @@ class SpoolingEnqueuer:
 
     kind = "redis"
 
-    def __init__(self, broker: Broker, spool: Spool, *, cooldown_s: float = 1.0,
+    def __init__(self, broker: MnemoRedisBroker, spool: Spool, *, cooldown_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.broker = broker
         self.spool = spool
