@@ -8,7 +8,16 @@ from __future__ import annotations
 
 
 class MnemoError(Exception):
-    """Base of every mnemo error. Messages name the object and the fix."""
+    """Base of every mnemo error. Messages name the object and the fix.
+
+    ``reason``: optional, a short account that carries ids only (tenant, turn uid, job),
+    never memory text. A dead letter keeps it next to the error's type name, so
+    `mnemo queue dead` can say why without leaking what was said.
+    """
+
+    def __init__(self, *args: object, reason: str | None = None) -> None:
+        super().__init__(*args)
+        self.reason = reason
 
 
 class ConfigurationError(MnemoError):

@@ -20,6 +20,7 @@ Messages carry ids and small values plus the turn itself, never derived text.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +148,18 @@ def check_payload(job: Job, kwargs: dict[str, Any]) -> None:
             parts.append(f"unknown {', '.join(unknown)}")
         allowed = ", ".join(job.params + tuple(f"[{o}]" for o in job.optional))
         raise InvalidInputError(f"job {job.name}: {'; '.join(parts)}: it takes {allowed}")
+
+
+# The namespace of derived message ids; changing it would make every resent turn a new message.
+_DERIVED_ID_NS = uuid.UUID("8f3b6c2e-1d4a-5e7f-9b0c-6d6e656d6f31")
+
+
+def derived_message_id(job_name: str, *parts: str) -> str:
+    """A message id derived from the job and ``parts`` (uuid5): the same job and parts give
+    the same id on every host and every send, which is what lets the brokers keep one message
+    when the same work is sent twice. ``parts`` are encoded as a JSON list, so ids that
+    contain separators cannot collide."""
+    return str(uuid.uuid5(_DERIVED_ID_NS, json.dumps([job_name, *parts], separators=(",", ":"))))
 
 
 def build_message(job_name: str, **kwargs: Any) -> Message[Any]:

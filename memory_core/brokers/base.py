@@ -16,10 +16,16 @@ from dramatiq import Message
 from dramatiq.broker import MessageProxy
 from dramatiq.common import q_name
 
+from memory_core.errors import MnemoError
+
 # Options never stored with a message: ``eta`` is the broker's business (a column or a delay
 # queue), and Dramatiq's ``traceback`` may quote an error message, which may quote memory
-# text. What is kept of an error is its type name, in ``last_error``.
+# text. What is kept of an error is its type name, in ``last_error``, and for a mnemo error
+# that has one its ``reason`` (ids only, never text: ``MnemoError.reason``) in
+# ``last_error_reason``.
 _DROPPED_OPTIONS = ("eta", "traceback")
+_ERROR_OPTIONS = ("last_error", "last_error_reason")
+MAX_REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class DeadLetter:
     retries: int
     dead_at: datetime | None
     last_error: str | None  # the exception's type name
+    reason: str | None = None  # the error's id-only reason (``MnemoError.reason``), if any
 
 
 class QueueAdmin(Protocol):
@@ -89,12 +96,34 @@ def stored_message(message: Message[Any] | MessageProxy) -> Message[Any]:
     options = {k: v for k, v in message.options.items() if k not in _DROPPED_OPTIONS}
     exc = getattr(message, "_exception", None) if isinstance(message, MessageProxy) else None
     if exc is not None:
+        for key in _ERROR_OPTIONS:
+            options.pop(key, None)
         options["last_error"] = type(exc).__name__
+        reason = error_reason(exc)
+        if reason:
+            options["last_error_reason"] = reason
     return dataclasses.replace(base, queue_name=q_name(base.queue_name), options=options)
+
+
+def error_reason(exc: BaseException) -> str | None:
+    """The id-only reason a mnemo error carries (``MnemoError.reason``), bounded; else None.
+
+    Only mnemo's own errors are asked: their raisers vouch that the reason holds ids, never
+    memory text. Any other exception keeps its type name alone.
+    """
+    reason = getattr(exc, "reason", None) if isinstance(exc, MnemoError) else None
+    return reason[:MAX_REASON_CHARS] if isinstance(reason, str) and reason else None
+
+
+def dead_reason(message: Message[Any] | None) -> str | None:
+    """The reason stored with a dead message, if any."""
+    reason = None if message is None else message.options.get("last_error_reason")
+    return reason if isinstance(reason, str) else None
 
 
 def fresh_retry_budget(message: Message[Any]) -> Message[Any]:
     """A copy of a dead message that Retries will treat as never retried."""
     options = {k: v for k, v in message.options.items()
-               if k not in ("retries", "requeue_timestamp", "eta", "traceback")}
+               if k not in ("retries", "requeue_timestamp", "eta", "traceback",
+                            *_ERROR_OPTIONS)}
     return dataclasses.replace(message, queue_name=q_name(message.queue_name), options=options)

@@ -35,7 +35,7 @@ from dramatiq.common import q_name
 from dramatiq.errors import ConnectionClosed, DecodeError, QueueJoinTimeout, QueueNotFound
 
 from memory_core.brokers import embedded_sql as sql
-from memory_core.brokers.base import stored_message
+from memory_core.brokers.base import error_reason, stored_message
 from memory_core.brokers.embedded_admin import EmbeddedAdmin
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.sqlite import atomic, sqlite_module, write_lock
@@ -114,6 +114,21 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         nothing; enqueueing a leased one re-arms it with the new eta (that is how Retries
         schedules a retry). Raises BrokerError when the database cannot be written.
         """
+        return self._insert(sql.ENQUEUE, message, delay)[0]
+
+    def enqueue_once(self, message: Message[Any]) -> bool:
+        """Store ``message`` unless a message with its id is stored already; True if stored.
+
+        What a sender uses (``Enqueuer.offer``): a duplicate of a waiting message is dropped,
+        of a leased one too (unlike ``enqueue``, it never re-arms the delivery being worked
+        on, which would run it twice), of a dead one too (it stays dead until `mnemo queue
+        requeue`). An id already acked is gone from the table, so it is stored again: the
+        senders of turns check the state db for that case. Raises BrokerError as ``enqueue``.
+        """
+        return self._insert(sql.ENQUEUE_ONCE, message, None)[1]
+
+    def _insert(self, statement: str, message: Message[Any],
+                delay: int | None) -> tuple[Message[Any], bool]:
         msg = stored_message(message)
         now = time.time()
         eta = now + (delay or 0) / 1000
@@ -121,8 +136,9 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         try:
             conn = self.db.conn
             with write_lock(conn):
-                conn.execute(sql.ENQUEUE, (msg.message_id, msg.queue_name, msg.actor_name,
-                                           msg.encode(), eta, now))
+                stored = conn.execute(statement, (msg.message_id, msg.queue_name,
+                                                  msg.actor_name, msg.encode(), eta,
+                                                  now)).rowcount == 1
         except _db_error() as e:
             raise BrokerError(
                 f"cannot enqueue {msg.actor_name} into {self.path} ({type(e).__name__}): check "
@@ -134,7 +150,7 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         wakeup = self._wakeups.get(msg.queue_name)
         if wakeup is not None and not delay:
             wakeup.set()
-        return msg
+        return msg, stored
 
     def flush(self, queue_name: str) -> None:
         """Drop every message of ``queue_name``, dead letters included."""
@@ -324,9 +340,13 @@ class _EmbeddedConsumer(Consumer):
     def nack(self, message: Any) -> None:
         exc = getattr(message, "_exception", None)
         error = type(exc).__name__ if exc is not None else None
+        # The body stays as last enqueued (like Redis' dead letters); the error type is kept,
+        # and an error with an id-only reason (``MnemoError.reason``) gets it written into
+        # the body's options (``stored_message``), as on Redis. Never a traceback.
+        body = stored_message(message).encode() if exc is not None and error_reason(
+            exc) else None
         try:
-            # The body stays as last enqueued (like Redis' dead letters); the error type is kept.
-            self.broker._bury(message.row_id, message.attempts, error, None)
+            self.broker._bury(message.row_id, message.attempts, error, body)
         except _db_error() as e:
             raise ConnectionClosed(e) from e
         self._done(message)

@@ -10,17 +10,24 @@ from dramatiq import Message
 from dramatiq.errors import DecodeError
 
 from memory_core.brokers import embedded_sql as sql
-from memory_core.brokers.base import DeadLetter, QueueStats, fresh_retry_budget
+from memory_core.brokers.base import DeadLetter, QueueStats, dead_reason, fresh_retry_budget
 from memory_core.db.sqlite import atomic
 
 if TYPE_CHECKING:
     from memory_core.db.stores import Database
 
 
-def _retries(body: bytes) -> int:
+def _decoded(body: bytes | None) -> Message[Any] | None:
     try:
-        return int(Message.decode(bytes(body)).options.get("retries", 0))
+        return Message.decode(bytes(body)) if body is not None else None
     except (DecodeError, TypeError, ValueError):
+        return None
+
+
+def _retries(message: Message[Any] | None) -> int:
+    try:
+        return int(message.options.get("retries", 0)) if message is not None else 0
+    except (TypeError, ValueError):
         return 0
 
 
@@ -47,12 +54,14 @@ class EmbeddedAdmin:
     def dead_letters(self, queue: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """Dead letters, oldest first; ids, actor and error type only."""
         rows = self.db.conn.execute(sql.DEAD, {"queue": queue, "limit": limit}).fetchall()
-        return [
-            DeadLetter(queue=r[1], message_id=r[2], actor=r[3], retries=_retries(r[4]),
-                       dead_at=None if r[5] is None else datetime.fromtimestamp(r[5], UTC),
-                       last_error=r[6])
-            for r in rows
-        ]
+        out = []
+        for r in rows:
+            message = _decoded(r[4])
+            out.append(DeadLetter(
+                queue=r[1], message_id=r[2], actor=r[3], retries=_retries(message),
+                dead_at=None if r[5] is None else datetime.fromtimestamp(r[5], UTC),
+                last_error=r[6], reason=dead_reason(message)))
+        return out
 
     def requeue_dead(self, queue: str | None = None,
                      message_ids: tuple[str, ...] = ()) -> int:

@@ -20,6 +20,14 @@ ON CONFLICT (message_id) DO UPDATE SET
 WHERE queue_messages.state = 'leased'
 """
 
+# Insert unless the message id is already stored, in any state (a sender's duplicate: a
+# waiting copy is enough, a leased one is being worked on, a dead one waits for an operator).
+ENQUEUE_ONCE = """
+INSERT INTO queue_messages (message_id, queue_name, actor_name, body, state, eta, enqueued_at)
+VALUES (?, ?, ?, ?, 'ready', ?, ?)
+ON CONFLICT (message_id) DO NOTHING
+"""
+
 # A cheap read before taking the write lock, so idle consumers never contend for it.
 PEEK = """
 SELECT 1 FROM queue_messages

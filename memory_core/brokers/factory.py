@@ -30,6 +30,15 @@ class Enqueuer(Protocol):
 
     def send(self, message: Message[Any]) -> str: ...
 
+    def offer(self, message: Message[Any]) -> bool:
+        """Enqueue ``message`` unless its id is already queued; True when queued now.
+
+        Embedded: an id still in the queue (waiting, leased or dead) is left as it is.
+        Redis: an id sent within the dedupe TTL (``MnemoRedisBroker.enqueue_once``), or
+        still in the spool, is not sent again. Raises as ``send``.
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -42,6 +51,13 @@ class BrokerEnqueuer:
 
     def send(self, message: Message[Any]) -> str:
         return str(self.broker.enqueue(message).message_id)
+
+    def offer(self, message: Message[Any]) -> bool:
+        once = getattr(self.broker, "enqueue_once", None)
+        if once is None:  # a broker without dedupe (tests' StubBroker): plain enqueue
+            self.broker.enqueue(message)
+            return True
+        return bool(once(message))
 
     def close(self) -> None:
         self.broker.close()

@@ -28,6 +28,8 @@ Dramatiq internals relied on (pyproject.toml bounds dramatiq to the tested major
 - ``RedisBroker.do_requeue(queue_name, *redis_ids)``: the script's ``requeue`` command through
   ``RedisBroker.__getattr__``'s ``do_<command>`` dispatch, used by ``_Consumer.close``.
 - ``Message.options["redis_message_id"]``, the id ``RedisBroker.enqueue`` gives each copy.
+- Dramatiq's ``enqueue`` command (``HSET <ns>:<queue>.msgs id data`` then ``RPUSH
+  <ns>:<queue> id``), which ``enqueue_once``'s script repeats after its guard.
 - The key layout read and written by the ``QueueAdmin`` methods: ``<ns>:<queue>`` (list of
   ids), ``<ns>:<queue>.msgs`` and ``<ns>:<queue>.DQ.msgs`` (hashes id -> message),
   ``<ns>:<queue>.XQ`` (dead letters, sorted by time of death in ms) and
@@ -49,6 +51,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 from typing import Any
+from uuid import uuid4
 
 import redis
 import structlog
@@ -59,7 +62,14 @@ from dramatiq.errors import ConnectionClosed, DecodeError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from memory_core.brokers.base import DeadLetter, QueueStats, fresh_retry_budget, stored_message
+from memory_core.brokers.base import (
+    DeadLetter,
+    QueueStats,
+    dead_reason,
+    error_reason,
+    fresh_retry_budget,
+    stored_message,
+)
 
 log = structlog.get_logger("mnemo.queue")
 
@@ -86,6 +96,30 @@ def redis_client(url: str, *, timeout_ms: int | None = None) -> redis.Redis:
     return redis.Redis.from_url(url, socket_connect_timeout=seconds, socket_timeout=seconds,
                                 retry=Retry(NoBackoff(), 0))
 
+
+# How long a sent message id keeps a second copy out (``enqueue_once``). Longer than any
+# sane backlog; after it the senders' state-db check (turn already recorded) still applies.
+DEDUPE_TTL_S = 24 * 3600
+
+# Set the id's guard and enqueue in one step, or neither: a crash between the two can
+# neither lose the message (guard set, nothing queued) nor let a duplicate in.
+_ENQUEUE_ONCE = """
+if redis.call("set", KEYS[1], "1", "NX", "EX", ARGV[1]) then
+    redis.call("hset", KEYS[3], ARGV[2], ARGV[3])
+    redis.call("rpush", KEYS[2], ARGV[2])
+    return 1
+end
+return 0
+"""
+
+# Record why a message died in its stored body, if it is still there, before the nack moves
+# it to the dead letters (a throws= error is nacked without the re-enqueue that would
+# otherwise carry ``last_error``).
+_ANNOTATE = """
+if redis.call("hexists", KEYS[1], ARGV[1]) == 1 then
+    redis.call("hset", KEYS[1], ARGV[1], ARGV[2])
+end
+"""
 
 FULL_WAIT_S = 0.1  # the longest a consumer whose prefetch is full waits for an ack
 
@@ -125,6 +159,14 @@ class _Consumer(_RedisConsumer):
         self._room.set()
 
     def nack(self, message: Any) -> None:
+        exc = getattr(message, "_exception", None)
+        if exc is not None and error_reason(exc):
+            try:
+                annotated = stored_message(message)
+                self.broker.annotate(self.queue_name, annotated.options["redis_message_id"],
+                                     annotated.encode())
+            except (redis.RedisError, KeyError) as e:  # the dead letter only lacks its reason
+                log.warning("dead_letter_reason_not_kept", error=type(e).__name__)
         super().nack(message)
         self._room.set()
 
@@ -164,12 +206,15 @@ class MnemoRedisBroker(RedisBroker):
                  namespace: str = "mnemo", middleware: list[Any] | None = None,
                  heartbeat_timeout: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
                  maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S,
-                 **kwargs: Any) -> None:
+                 dedupe_ttl_s: int = DEDUPE_TTL_S, **kwargs: Any) -> None:
         if client is None and url is not None:
             client = redis_client(url)
         super().__init__(client=client, namespace=namespace, middleware=middleware,
                          heartbeat_timeout=heartbeat_timeout, **kwargs)
         self.maintenance_interval_s = maintenance_interval_s
+        self.dedupe_ttl_s = dedupe_ttl_s
+        self._once = self.client.register_script(_ENQUEUE_ONCE)
+        self._annotate = self.client.register_script(_ANNOTATE)
         self._maintainer: _Maintainer | None = None
         self._lock = threading.Lock()
 
@@ -180,6 +225,33 @@ class MnemoRedisBroker(RedisBroker):
     def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
         """RedisBroker.enqueue, storing no traceback (see ``stored_message``)."""
         return super().enqueue(stored_message(message), delay=delay)
+
+    def _sent_key(self, message_id: str) -> str:
+        return f"{self.namespace}:__sent__:{message_id}"
+
+    def enqueue_once(self, message: Message[Any]) -> bool:
+        """Enqueue ``message`` unless its id was enqueued here within ``dedupe_ttl_s``;
+        True when enqueued now.
+
+        Dramatiq's enqueue gives every copy its own Redis id, so the same message sent twice
+        would be two messages; here a guard key ``<ns>:__sent__:<message id>`` is set (NX,
+        with a TTL) in the same script that enqueues, atomically. A duplicate still gets in
+        after the guard expired, or after Redis lost its data (both then lost together):
+        safe, since every actor is idempotent, only a second run of a no-op. Not for
+        Retries' re-enqueue, which must re-send the same id (``enqueue`` does that).
+        """
+        msg = stored_message(message).copy(options={"redis_message_id": str(uuid4())})
+        queue = self._key(msg.queue_name)
+        self.emit_before("enqueue", msg, None)
+        done = self._once(keys=[self._sent_key(msg.message_id), queue, queue + ".msgs"],
+                          args=[self.dedupe_ttl_s, msg.options["redis_message_id"],
+                                msg.encode()])
+        self.emit_after("enqueue", msg, None)
+        return bool(done)
+
+    def annotate(self, queue_name: str, redis_id: str, data: bytes) -> None:
+        """Replace the stored body of a delivered message (only if it is still stored)."""
+        self._annotate(keys=[self._key(queue_name) + ".msgs"], args=[redis_id, data])
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
         with self._lock:
@@ -267,7 +339,7 @@ class MnemoRedisBroker(RedisBroker):
                     queue=name, message_id=msg.message_id, actor=msg.actor_name,
                     retries=int(msg.options.get("retries", 0)),
                     dead_at=datetime.fromtimestamp(score / 1000, UTC),
-                    last_error=msg.options.get("last_error")))
+                    last_error=msg.options.get("last_error"), reason=dead_reason(msg)))
         found.sort(key=lambda d: d.dead_at or datetime.min.replace(tzinfo=UTC))
         return found[:limit]
 
@@ -292,25 +364,45 @@ class MnemoRedisBroker(RedisBroker):
 
     def purge(self, queue: str | None = None, *, include_waiting: bool = False,
               dry_run: bool = False) -> int:
-        """Delete dead letters (and waiting/delayed messages with ``include_waiting``)."""
+        """Delete dead letters (and waiting/delayed messages with ``include_waiting``).
+
+        Their ``enqueue_once`` guards go too, so a purged message can be sent again at once
+        (as on the embedded broker, where a purged id is simply gone).
+        """
         count = 0
         for name in [queue] if queue else sorted(self.queues):
             xq = self._key(xq_name(name))
             count += int(self.client.zcard(xq))
             if not dry_run:
+                dead = [m.message_id for _, _, m in self._dead_entries(name) if m is not None]
                 self.client.delete(xq, xq + ".msgs")
+                self._forget_sent(dead)
             if include_waiting:
                 for waiting in (name, dq_name(name)):
                     count += self._purge_waiting(self._key(waiting), dry_run)
         return count
 
+    def _forget_sent(self, message_ids: list[str]) -> None:
+        if message_ids:
+            self.client.delete(*[self._sent_key(i) for i in message_ids])
+
     def _purge_waiting(self, key: str, dry_run: bool) -> int:
         ids = self.client.lrange(key, 0, -1)
         if ids and not dry_run:
+            bodies = self.client.hmget(key + ".msgs", ids)
             pipe = self.client.pipeline(transaction=True)
             pipe.delete(key)
             pipe.hdel(key + ".msgs", *ids)
             pipe.execute()
+            sent = []
+            for body in bodies:
+                if not isinstance(body, bytes):  # gone meanwhile (the client never decodes)
+                    continue
+                try:
+                    sent.append(Message.decode(body).message_id)
+                except DecodeError:
+                    continue
+            self._forget_sent(sent)
         return len(ids)
 
 

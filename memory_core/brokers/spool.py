@@ -25,6 +25,7 @@ import structlog
 from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
+from memory_core.brokers.redis import MnemoRedisBroker
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.leases import SqliteLeases
 from memory_core.db.sqlite import atomic, sqlite_module
@@ -45,15 +46,19 @@ class Spool:
         # The chat side's spool never checkpoints inside a put (see memory_core.db.checkpoint).
         self.checkpointer = checkpointer
 
-    def put(self, message: Message[Any]) -> None:
-        """Store ``message`` (idempotent per message id). Raises BrokerError if it cannot."""
+    def put(self, message: Message[Any]) -> bool:
+        """Store ``message``; False when its id is spooled already (``message_id`` is unique
+        in the table, so the spool never holds an id twice). Raises BrokerError if it
+        cannot."""
         try:
-            self.db.conn.execute(
+            stored = self.db.conn.execute(
                 "INSERT OR IGNORE INTO spool (message_id, queue_name, body, spooled_at) "
                 "VALUES (?, ?, ?, ?)",
-                (message.message_id, message.queue_name, message.encode(), time.time()))
+                (message.message_id, message.queue_name, message.encode(),
+                 time.time())).rowcount == 1
             if self.checkpointer is not None:
                 self.checkpointer.note_write()
+            return stored
         except sqlite_module().Error as e:
             raise BrokerError(
                 f"Redis is unreachable and the spool in {self.db.path} cannot be written "
@@ -83,7 +88,7 @@ class SpoolingEnqueuer:
 
     kind = "redis"
 
-    def __init__(self, broker: Broker, spool: Spool, *, cooldown_s: float = 1.0,
+    def __init__(self, broker: MnemoRedisBroker, spool: Spool, *, cooldown_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.broker = broker
         self.spool = spool
@@ -93,21 +98,29 @@ class SpoolingEnqueuer:
 
     def send(self, message: Message[Any]) -> str:
         """Enqueue ``message`` on Redis or spool it; return its message id."""
+        self._deliver(message, self.broker.enqueue)
+        return message.message_id
+
+    def offer(self, message: Message[Any]) -> bool:
+        """``send``, unless the id was sent within the dedupe TTL or is spooled already;
+        True when it was queued (or spooled) now. A copy spooled earlier and sent again
+        directly is kept out when the relay forwards it (the relay offers too)."""
+        return self._deliver(message, self.broker.enqueue_once)
+
+    def _deliver(self, message: Message[Any], enqueue: Callable[[Message[Any]], Any]) -> bool:
         if self.clock() < self._down_until:
-            self.spool.put(message)
-            return message.message_id
+            return self.spool.put(message)
         try:
-            self.broker.enqueue(message)
+            result = enqueue(message)
         except _REDIS_DOWN as e:
             if self._down_until == 0.0:
                 log.warning("redis_unreachable_spooling", error=type(e).__name__)
             self._down_until = self.clock() + self.cooldown_s
-            self.spool.put(message)
-        else:
-            if self._down_until:
-                log.info("redis_reachable_again")
-            self._down_until = 0.0
-        return message.message_id
+            return self.spool.put(message)
+        if self._down_until:
+            log.info("redis_reachable_again")
+        self._down_until = 0.0
+        return result if isinstance(result, bool) else True
 
     def close(self) -> None:
         if self.spool.checkpointer is not None:
@@ -119,11 +132,15 @@ def relay_spool(broker: Broker, spool: Spool, *, batch: int = 200,
                 keep_going: Callable[[], bool] | None = None) -> int:
     """Forward the spool to ``broker`` oldest first until it is empty or Redis fails.
 
-    Deletes each batch's forwarded rows after Redis accepted them. ``keep_going`` is asked
-    before each batch (the relay thread renews its lease there). Returns how many were
-    forwarded. Never raises for a Redis outage: it stops and leaves the rest for later.
+    Deletes each batch's forwarded rows after Redis accepted them. Each row is offered
+    (``enqueue_once`` when the broker has it), so an id that reached Redis by another way
+    (sent again directly once Redis was back, or relayed before a crash) is not doubled.
+    ``keep_going`` is asked before each batch (the relay thread renews its lease there).
+    Returns how many rows were forwarded (or found already sent). Never raises for a Redis
+    outage: it stops and leaves the rest for later.
     """
     forwarded = 0
+    enqueue = getattr(broker, "enqueue_once", broker.enqueue)
     while keep_going is None or keep_going():
         rows = spool.oldest(batch)
         if not rows:
@@ -132,7 +149,7 @@ def relay_spool(broker: Broker, spool: Spool, *, batch: int = 200,
         try:
             for row_id, body in rows:
                 try:
-                    broker.enqueue(Message.decode(body))
+                    enqueue(Message.decode(body))
                 except DecodeError:
                     log.error("spool_row_undecodable_dropped", row_id=row_id)
                 done.append(row_id)

@@ -25,11 +25,12 @@ from typing import Any, TypeVar
 
 import structlog
 
-from memory_core.chat.post_turn import TurnSender, turn_message
+from memory_core.chat.post_turn import TurnSender, checked_message, checked_turn
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder, warn_keyword_grade_once
 from memory_core.embedders.factory import make_embedder
-from memory_core.model.turns import TurnInput
+from memory_core.model.tenants import require_tenant
+from memory_core.model.turns import TurnInput, is_recorded
 from memory_core.recall import engine
 from memory_core.recall.fusion import Budget
 from memory_core.recall.log_writer import RecallLogWriter
@@ -141,15 +142,25 @@ class Memory:
         consolidate. On Redis, an unreachable server means the message is spooled locally
         and relayed later: this never raises because a broker is down.
 
+        Idempotent: the message id is derived from the tenant, turn uid and content, so the
+        same turn again returns the same id and is one message (a turn already recorded is
+        not sent again; one still queued is not queued twice).
+
         Raises:
-            InvalidInputError: a field is malformed (the message names it and the fix).
+            InvalidInputError: a field is malformed (the message names it and the fix), or
+                the turn_uid is already recorded with different content.
             UnknownTenantError: the tenant does not exist (`mnemo tenant add`).
             BrokerError: nothing could keep the message (the queue or spool file cannot
                 be written).
         """
-        message = turn_message(self._state.conn, turn,
-                               max_turn_chars=self.settings.max_turn_chars)
-        return self._sender.send(message)
+        conn = self._state.conn
+        t = checked_turn(turn, self.settings.max_turn_chars)
+        require_tenant(conn, t.tenant)
+        message = checked_message(t)
+        # Already recorded: nothing to send (its id names the message that recorded it).
+        if not is_recorded(conn, t):
+            self._sender.offer(message)
+        return message.message_id
 
     @property
     def ops_db(self) -> Database:

@@ -7,6 +7,15 @@ is the ``record_turn`` job of the contract (``memory_core.jobs``), built by name
 side never imports ``workers/``. The turn travels as its checked form (storage-encoded time,
 stripped speaker), so the worker's own check of it is the identity.
 
+Message ids are derived, not random (``turn_message_id``): the job, the tenant, the turn uid
+and a digest of the turn's content. The same turn sent twice is therefore the same message,
+which each broker keeps once (``Enqueuer.offer``); before sending, ``Memory.after_turn`` and
+``mnemo ingest`` look the turn up in the state db (``turns.is_recorded``, read-only) and
+skip a turn already recorded, or refuse one whose turn uid is recorded with other content.
+The digest is in the id so that a reused turn uid with other content sent blind (before the
+first is recorded) is a second message, which the worker dead-letters with the turn uid
+and the reason, instead of one the broker would silently drop as a duplicate.
+
 ``parse_turn_lines`` reads a JSON Lines file of turns (``mnemo ingest``, ``mnemo demo``),
 checking every line before anything is sent. ``TurnSender`` builds the enqueuer on first use
 (nothing connects when ``Memory`` opens) and sends through it: on the embedded broker one
@@ -16,6 +25,8 @@ is down).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
@@ -27,7 +38,7 @@ from dramatiq import Message
 from memory_core.brokers.factory import Enqueuer, make_enqueuer
 from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError
-from memory_core.jobs import build_message
+from memory_core.jobs import build_message, derived_message_id
 from memory_core.model.tenants import require_tenant
 from memory_core.model.turns import DEFAULT_MAX_TURN_CHARS, CheckedTurn, TurnInput, check_turn
 from memory_core.settings import Settings
@@ -85,6 +96,11 @@ class TurnSender:
         (the embedded queue file, or on Redis the spool, cannot be written)."""
         return self.enqueuer.send(message)
 
+    def offer(self, message: Message[Any]) -> bool:
+        """Enqueue ``message`` unless a message with its id is already queued (or spooled);
+        True when it was queued now. Raises BrokerError as ``send``."""
+        return self.enqueuer.offer(message)
+
     def close(self) -> None:
         with self._lock:
             enqueuer, self._enqueuer = self._enqueuer, None
@@ -128,7 +144,20 @@ def parse_turn_lines(lines: Iterable[str], *, default_tenant: str,
     return turns
 
 
+def turn_digest(t: CheckedTurn) -> str:
+    """sha256 of the turn's content (every field the worker compares for a reused uid)."""
+    content = json.dumps([t.session_id, t.speaker, t.text, t.occurred_at, t.index],
+                         separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def turn_message_id(t: CheckedTurn, job: str = RECORD_TURN) -> str:
+    """The message id of ``job`` for turn ``t``: the same turn gives the same id."""
+    return derived_message_id(job, t.tenant, t.turn_uid, turn_digest(t))
+
+
 def checked_message(t: CheckedTurn) -> Message[Any]:
     """The record_turn message of an already checked turn (its tenant checked by the
-    caller)."""
-    return build_message(RECORD_TURN, tenant=t.tenant, turn=turn_payload(t))
+    caller), under its derived id (``turn_message_id``)."""
+    message = build_message(RECORD_TURN, tenant=t.tenant, turn=turn_payload(t))
+    return dataclasses.replace(message, message_id=turn_message_id(t))

@@ -122,9 +122,7 @@ def insert_turn(conn: Connection, t: CheckedTurn) -> tuple[int, bool]:
     if found is not None:
         same = found[1:5] == (t.session_id, t.speaker, t.text, t.occurred_at)
         if not same or (t.index is not None and t.index != found[5]):
-            raise InvalidInputError(
-                f"turn_uid {t.turn_uid!r} is already recorded with different content: turn "
-                "uids must be unique per tenant")
+            raise reused_uid_error(t)
         return int(found[0]), False
     index = t.index
     if index is None:
@@ -136,6 +134,40 @@ def insert_turn(conn: Connection, t: CheckedTurn) -> tuple[int, bool]:
         (t.tenant, t.turn_uid, t.session_id, index, t.speaker, t.occurred_at, t.text,
          to_db(utcnow())))
     return inserted_id(cur), True
+
+
+def reused_uid_error(t: CheckedTurn) -> InvalidInputError:
+    """The error for a turn_uid already recorded with other content (ids only, no text)."""
+    reason = (f"turn_uid {t.turn_uid!r} of tenant {t.tenant!r} is already recorded with "
+              "different content")
+    return InvalidInputError(
+        f"{reason}: turn uids must be unique per tenant; send the new turn under a new "
+        "turn_uid", reason=reason)
+
+
+# One indexed read: whether (tenant, turn_uid) is recorded and, if so, whether with the same
+# content (compared inside SQLite, so the stored text never comes back to the caller).
+_SAME_TURN = """
+SELECT session_id = ? AND speaker = ? AND text = ? AND occurred_at = ?
+       AND (? IS NULL OR idx = ?)
+FROM turns WHERE tenant = ? AND turn_uid = ?
+"""
+
+
+def is_recorded(conn: Connection, t: CheckedTurn) -> bool:
+    """True when ``t`` is already recorded (same content), False when its turn_uid is free.
+
+    Raises InvalidInputError (with a ``reason`` naming the turn uid) when the turn_uid is
+    recorded with other content: what the worker would refuse, refused before sending.
+    ``conn`` may be read-only.
+    """
+    row = conn.execute(_SAME_TURN, (t.session_id, t.speaker, t.text, t.occurred_at, t.index,
+                                    t.index, t.tenant, t.turn_uid)).fetchone()
+    if row is None:
+        return False
+    if not row[0]:
+        raise reused_uid_error(t)
+    return True
 
 
 def record_turn(conn: Connection, turn: TurnInput,

@@ -10,11 +10,15 @@ from memory_core.chat.post_turn import TurnSender, checked_message, parse_turn_l
 from memory_core.db import open_state
 from memory_core.errors import InvalidInputError, UnknownTenantError
 from memory_core.model.tenants import create_tenant, require_tenant
+from memory_core.model.turns import CheckedTurn, is_recorded
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
 
 
-def _tenants_ready(obj: Ctx, tenants: list[str], create: bool) -> list[str]:
-    """Create (with --create-tenant) or require every tenant; the ones created."""
+def _tenants_ready(obj: Ctx, tenants: list[str], create: bool,
+                   turns: list[CheckedTurn]) -> tuple[list[str], list[bool]]:
+    """Create (with --create-tenant) or require every tenant; the ones created, and for
+    each turn whether it is recorded already (a reused turn_uid with other content is
+    refused here, before anything is sent)."""
     state = open_state(obj.settings)
     created = []
     try:
@@ -27,9 +31,10 @@ def _tenants_ready(obj: Ctx, tenants: list[str], create: bool) -> list[str]:
                 require_tenant(state.conn, tenant)
             except UnknownTenantError as e:
                 raise UnknownTenantError(f"{e}, or pass --create-tenant") from None
+        recorded = [is_recorded(state.conn, t) for t in turns]
     finally:
         state.close()
-    return created
+    return created, recorded
 
 
 @click.command()
@@ -48,7 +53,9 @@ def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
     Each line has session_id, turn_uid, speaker, text, occurred_at (ISO-8601 with a zone)
     and optionally index and tenant. Every line is checked first: a bad line is reported
     with its number and nothing is enqueued. Run `mnemo up` (or `mnemo worker`) to process
-    the turns; ingesting the same file twice records nothing twice.
+    the turns. Ingesting the same file twice records and queues nothing twice: lines
+    already recorded or already queued are skipped and counted. A turn_uid already
+    recorded with different content is refused (nothing is enqueued).
 
     Example:
 
@@ -63,16 +70,19 @@ def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
         raise InvalidInputError(f"{file} is not UTF-8 text (byte {e.start}): save it as "
                                 "UTF-8") from None
     tenants = sorted({t.tenant for t in turns})
-    created = _tenants_ready(obj, tenants, create_tenant)
-    messages = [checked_message(t) for t in turns]
+    created, recorded = _tenants_ready(obj, tenants, create_tenant, turns)
+    fresh = [checked_message(t) for t, done in zip(turns, recorded, strict=True) if not done]
     sender = TurnSender(obj.settings)
     try:
-        for message in messages:
-            sender.send(message)
+        enqueued = sum(sender.offer(message) for message in fresh)
     finally:
         sender.close()
+    counts = {"enqueued": enqueued, "already_recorded": len(turns) - len(fresh),
+              "already_queued": len(fresh) - enqueued}
     if as_json:
-        emit_json({"enqueued": len(messages), "tenants": tenants, "created_tenants": created})
+        emit_json({**counts, "tenants": tenants, "created_tenants": created})
         return
-    click.echo(f"enqueued {len(messages)} turn(s) for tenant(s) {', '.join(tenants) or '-'}"
-               + (f"; created {', '.join(created)}" if created else ""))
+    click.echo(f"enqueued {enqueued} turn(s) for tenant(s) {', '.join(tenants) or '-'}"
+               + (f"; created {', '.join(created)}" if created else "")
+               + f"; skipped {counts['already_recorded']} already recorded, "
+               f"{counts['already_queued']} already queued")

@@ -110,7 +110,10 @@ def stats(obj: Ctx, as_json: bool) -> None:
 @click.pass_obj
 @handle_errors
 def dead(obj: Ctx, queue_name: str | None, limit: int, as_json: bool) -> None:
-    """List dead letters, oldest first: ids, actor, retries and the error type (no payload).
+    """List dead letters, oldest first: ids, actor, retries and the error (no payload).
+
+    The error is its type name and, for mnemo's own errors, a reason that names ids only
+    (e.g. the turn uid reused with different content), never memory text.
 
     Example:
 
@@ -127,7 +130,11 @@ def dead(obj: Ctx, queue_name: str | None, limit: int, as_json: bool) -> None:
     emit_table(["queue", "message id", "actor", "retries", "dead at", "error"],
                [[d.queue, d.message_id, d.actor, d.retries,
                  d.dead_at.isoformat(timespec="seconds") if d.dead_at else "-",
-                 d.last_error or "-"] for d in letters])
+                 _error(d.last_error, d.reason)] for d in letters])
+
+
+def _error(last_error: str | None, reason: str | None) -> str:
+    return f"{last_error or '-'}: {reason}" if reason else (last_error or "-")
 
 
 @queue.command()
