@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -64,13 +65,27 @@ def snapshot(data_dir: Path) -> dict[str, Any]:
         db.close()
 
 
-def run_mnemo(args: list[str], data_dir: Path, extra_env: dict[str, str],
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`mnemo ARGS` in a fresh process with only the given MNEMO_* settings."""
+def run(args: list[str], data_dir: Path, extra_env: dict[str, str],
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in a fresh process group with only the given MNEMO_* settings; a
+    process that does not exit in time is killed with its children, and the test fails."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
     env.update({"MNEMO_DATA_DIR": str(data_dir), **extra_env})
-    return subprocess.run([sys.executable, "-c", "from scripts.cli import main; main()", *args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"{args[-4:]} still running after {timeout} s: it did not refuse to start")
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def run_mnemo(args: list[str], data_dir: Path,
+              extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run(["-c", "from scripts.cli import main; main()", *args], data_dir, extra_env)
 
 
 def one_line(text: str) -> str:
@@ -101,13 +116,10 @@ def test_a_worker_process_itself_refuses_before_taking_a_message(tmp_path: Path)
     """Without the pool's check (a process started on its own), the process exits 1."""
     seeded(tmp_path, VectorIndex(HashEmbedder(dim=64)))
     before = snapshot(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
-    env.update({"MNEMO_DATA_DIR": str(tmp_path), "MNEMO_LOG_FORMAT": "json"})
     code = ("from memory_core.settings import Settings\n"
             "from workers.entry import run_worker_process\n"
             "run_worker_process(Settings.from_env(), 1)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = run(["-c", code], tmp_path, {"MNEMO_LOG_FORMAT": "json"})
     assert done.returncode == 1, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "worker_refused" in output and "EmbedderMismatchError" in output
