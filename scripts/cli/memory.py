@@ -51,7 +51,8 @@ def status(obj: Ctx, as_json: bool) -> None:
     click.echo(f"database          {report['database']} (schema {report['schema_version']})")
     click.echo(f"active embedder   {emb['active']}")
     click.echo(f"recorded embedder {emb['recorded'] or '-'}")
-    match = {True: "yes", False: "NO", None: "- (the first write records the active one)"}
+    match = {True: "yes", False: "NO (workers of the active embedder refuse to start)",
+             None: "- (the first worker or write records the active one)"}
     click.echo(f"match             {match[emb['match']]}")
     click.echo(f"dense search      {report['dense_search']}")
     if report["reindex_in_progress"]:
