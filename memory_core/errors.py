@@ -49,6 +49,11 @@ class EmbedderError(MnemoError):
     """The configured embedder cannot load or run. Never a silent fallback."""
 
 
+class EmbedderMismatchError(EmbedderError):
+    """A worker's embedder differs from the one recorded for the data: it would store rows
+    without vectors, so it refuses to start."""
+
+
 class InvalidInputError(MnemoError):
     """Bad input from a caller: the message names the problem and the fix."""
 

@@ -1,4 +1,5 @@
-"""What ``mnemo memory status`` reports: embedder match, row and vector counts."""
+"""What ``mnemo memory status`` reports: embedder match, row, vector and missing-vector
+counts."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ def memory_status(state: Database, index: VectorIndex) -> dict[str, Any]:
     conn = state.conn
     st = index.state(conn)
     vectors = index.counts(conn)
+    missing = index.missing(conn)
     tables = {}
     for table in COUNTED_TABLES:
         rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        tables[table] = {"rows": rows, "vectors": vectors.get(table)}
+        # Rows with no vector in the recorded generation: `mnemo memory reindex` fills them.
+        gap = None if table not in vectors else (missing or {}).get(table, rows)
+        tables[table] = {"rows": rows, "vectors": vectors.get(table), "missing": gap}
     if st.dense_enabled:
         dense = "on"
     elif st.recorded_identity is None:
@@ -37,5 +41,6 @@ def memory_status(state: Database, index: VectorIndex) -> dict[str, Any]:
         "dense_search": dense,
         "vector_generation": st.generation,
         "reindex_in_progress": st.reindex_target is not None,
+        "missing_vectors": sum(t["missing"] or 0 for t in tables.values()),
         "tables": tables,
     }

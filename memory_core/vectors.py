@@ -6,6 +6,10 @@ the active embedder differs from the recorded one, dense search and vector write
 (vectors are never mixed) until ``reindex`` builds the next generation with the active
 embedder and flips the record in one transaction. A killed reindex resumes where it stopped:
 each batch commits its vectors together with its cursor.
+
+A worker refuses to start on data recorded for another embedder (``claim``): it would store
+rows without vectors. Rows that lack a vector all the same (a crash of an older version, a
+worker of another embedder) are counted by ``missing`` and filled by ``reindex``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import numpy as np
 from memory_core.db.schema_state import VECTOR_BASES
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.embedders.base import Embedder
+from memory_core.embedders.identity import mismatch_message
+from memory_core.errors import EmbedderMismatchError
 
 _IDENTITY = "embedder_identity"
 _DIM = "embedder_dim"
@@ -73,9 +79,17 @@ class IndexState:
 
 @dataclass(frozen=True)
 class ReindexReport:
+    """``embedded``: rows re-embedded into a new generation; ``filled``: rows of the current
+    generation that had no vector; ``already_current``: the embedder already matched."""
+
     generation: int
     embedded: dict[str, int]
     already_current: bool
+    filled: dict[str, int]
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.already_current and not any(self.filled.values())
 
 
 class VectorIndex:
@@ -109,6 +123,20 @@ class VectorIndex:
                 _set(conn, _GENERATION, "1")
                 _create_tables(conn, 1, self.embedder.dim)
         return self.state(conn)
+
+    def claim(self, conn: Connection, where: str) -> IndexState:
+        """Record the active embedder on a fresh database, or check that it is the recorded
+        one; ``where`` names the database in the error.
+
+        Raises:
+            EmbedderMismatchError: the data was embedded by another embedder (both named,
+                with the two ways to fix it).
+        """
+        state = self.ensure(conn)
+        if not state.match:
+            raise EmbedderMismatchError(mismatch_message(
+                state.recorded_identity or "", state.active_identity, where))
+        return state
 
     def dense_enabled(self, conn: Connection) -> bool:
         return _get(conn, _IDENTITY) == self.embedder.identity
@@ -182,12 +210,24 @@ class VectorIndex:
             out[base] = _count(conn, table) if table and _exists(conn, table) else 0
         return out
 
+    def missing(self, conn: Connection) -> dict[str, int] | None:
+        """Rows per base table with no vector in the recorded generation (None: no index)."""
+        gen = _get(conn, _GENERATION)
+        if gen is None:
+            return None
+        return {base: int(conn.execute(f"SELECT count(*) FROM {base} b WHERE NOT EXISTS "
+                                       f"(SELECT 1 FROM {vec_table(base, int(gen))} v "
+                                       "WHERE v.rowid = b.id)").fetchone()[0])
+                for base in VECTOR_BASES}
+
     def reindex(self, conn: Connection, *, batch_size: int = 256,
                 progress: Callable[[str, int, int], None] | None = None) -> ReindexReport:
-        """Re-embed every row with the active embedder into a new generation, then flip.
+        """Re-embed every row with the active embedder into a new generation, then flip;
+        on a matching index, embed only the rows that have no vector.
 
-        Idempotent (a current index is left alone) and resumable (a killed run continues
-        with the same target). Rows written while it runs are picked up before the flip.
+        Idempotent (a complete current index is left alone) and resumable (a killed run
+        continues with the same target, and filled rows stay filled). Rows written while it
+        runs are picked up before the flip.
         """
         state = self.state(conn)
         if state.match and state.generation is not None:
@@ -195,7 +235,9 @@ class VectorIndex:
                 conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
                              (_TARGET,))
             _drop_stale(conn, state.generation)
-            return ReindexReport(state.generation, {}, already_current=True)
+            filled = {base: self._fill_missing(conn, base, state.generation, batch_size,
+                                               progress) for base in VECTOR_BASES}
+            return ReindexReport(state.generation, {}, already_current=True, filled=filled)
         target = self._begin_target(conn, state)
         gen = target["generation"]
         embedded = {base: 0 for base in VECTOR_BASES}
@@ -212,7 +254,8 @@ class VectorIndex:
                              (_TARGET,))
             break
         _drop_stale(conn, gen)
-        return ReindexReport(gen, embedded, already_current=False)
+        return ReindexReport(gen, embedded, already_current=False,
+                             filled={base: 0 for base in VECTOR_BASES})
 
     def _begin_target(self, conn: Connection, state: IndexState) -> dict[str, Any]:
         with atomic(conn):
@@ -250,6 +293,39 @@ class VectorIndex:
             done += len(rows)
             if progress:
                 progress(base, _count(conn, table), total)
+
+
+    def _fill_missing(self, conn: Connection, base: str, gen: int, batch_size: int,
+                      progress: Callable[[str, int, int], None] | None) -> int:
+        """Embed the rows of ``base`` that have no vector in generation ``gen``."""
+        table = vec_table(base, gen)
+        missing_sql = (f"FROM {base} b WHERE NOT EXISTS (SELECT 1 FROM {table} v "
+                       "WHERE v.rowid = b.id)")
+        total = int(conn.execute(f"SELECT count(*) {missing_sql}").fetchone()[0])
+        done, after = 0, 0
+        while done < total:
+            rows = conn.execute(f"SELECT b.id, b.tenant, b.text {missing_sql} AND b.id > ? "
+                                "ORDER BY b.id LIMIT ?", (after, batch_size)).fetchall()
+            if not rows:
+                break
+            after = rows[-1][0]
+            vectors = self.embedder.embed([r[2] for r in rows])  # outside the transaction
+            with atomic(conn):
+                # A writer may have stored or changed a row since it was read: leave it.
+                items = [(r[0], r[1], _blob(v)) for r, v in zip(rows, vectors, strict=True)
+                         if _still_missing(conn, base, table, r[0], r[2])]
+                conn.executemany(
+                    f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)", items)
+            done += len(rows)
+            if progress:
+                progress(base, done, total)
+        return done
+
+
+def _still_missing(conn: Connection, base: str, table: str, rowid: int, text: str) -> bool:
+    row = conn.execute(f"SELECT text FROM {base} WHERE id = ?", (rowid,)).fetchone()
+    return row is not None and row[0] == text and conn.execute(
+        f"SELECT 1 FROM {table} WHERE rowid = ?", (rowid,)).fetchone() is None
 
 
 def _blob(vector: np.ndarray) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -15,40 +14,10 @@ from memory_core.db import open_state
 from memory_core.db.stores import Database
 from memory_core.embedders import FastEmbedEmbedder, HashEmbedder
 from memory_core.settings import Settings
-from memory_core.vectors import VectorIndex, vec_table
+from memory_core.vectors import VectorIndex
 from scripts.cli import main
 from tests.conftest import REPO, shared_model_path
-
-NOW = "2024-01-01T00:00:00.000000Z"
-
-
-def seed(conn, tenant: str, n_episodes: int, n_beliefs: int, index: VectorIndex) -> None:
-    """Rows written the way the write path writes them: row, then its vector."""
-    conn.execute("INSERT OR IGNORE INTO tenants VALUES (?, ?)", (tenant, NOW))
-    texts = [f"{tenant} episode {i} about hiking trip number {i % 7}" for i in range(n_episodes)]
-    vectors = index.embedder.embed(texts)
-    for text, vec in zip(texts, vectors, strict=True):
-        cur = conn.execute(
-            "INSERT INTO episodes (tenant, episode_uid, session_id, tier, text, occurred_at, "
-            "importance, created_at, updated_at) VALUES (?, ?, 's', 'recent', ?, ?, 0.5, ?, ?)",
-            (tenant, f"ep-{uuid.uuid4()}", text, NOW, NOW, NOW))
-        index.upsert(conn, "episodes", [(cur.lastrowid, tenant, vec)])
-    for i in range(n_beliefs):
-        text = f"user likes thing {i}"
-        cur = conn.execute(
-            "INSERT INTO beliefs (tenant, belief_uid, subject_id, predicate, object_text, text, "
-            "valid_from, recorded_at, status, source, confidence) "
-            "VALUES (?, ?, 'user', 'likes', ?, ?, ?, ?, 'active', 'heuristic', 0.7)",
-            (tenant, f"b-{uuid.uuid4()}", f"thing {i}", text, NOW, NOW))
-        index.upsert(conn, "beliefs", [(cur.lastrowid, tenant, index.embedder.embed([text])[0])])
-
-
-def vector_rowids(conn, base: str, generation: int) -> list[int]:
-    return sorted(r[0] for r in conn.execute(f"SELECT rowid FROM {vec_table(base, generation)}"))
-
-
-def base_ids(conn, base: str) -> list[int]:
-    return sorted(r[0] for r in conn.execute(f"SELECT id FROM {base}"))
+from tests.helpers.vector_seed import base_ids, seed, vector_rowids
 
 
 def test_first_write_records_the_embedder_and_dense_search_works(state_db: Database) -> None:
@@ -148,7 +117,7 @@ def test_cli_status_and_reindex_across_an_embedder_switch(tmp_path: Path) -> Non
 
     before = _status(hash_env)
     assert before["embedder"]["match"] is True and before["dense_search"] == "on"
-    assert before["tables"]["episodes"] == {"rows": 12, "vectors": 12}
+    assert before["tables"]["episodes"] == {"rows": 12, "vectors": 12, "missing": 0}
 
     switched = _status(fast_env)
     assert switched["embedder"]["match"] is False
@@ -162,8 +131,8 @@ def test_cli_status_and_reindex_across_an_embedder_switch(tmp_path: Path) -> Non
     assert run.exit_code == 0, run.output
     after = _status(fast_env)
     assert after["embedder"]["match"] is True and after["dense_search"] == "on"
-    assert after["tables"]["episodes"] == {"rows": 12, "vectors": 12}
-    assert after["tables"]["beliefs"] == {"rows": 4, "vectors": 4}
+    assert after["tables"]["episodes"] == {"rows": 12, "vectors": 12, "missing": 0}
+    assert after["tables"]["beliefs"] == {"rows": 4, "vectors": 4, "missing": 0}
 
     db = open_state(Settings.from_env({}, data_dir=tmp_path))
     fast = VectorIndex(FastEmbedEmbedder(model_name="sentence-transformers/all-MiniLM-L6-v2",

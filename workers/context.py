@@ -1,10 +1,12 @@
 """What the actors of one worker process share: settings, the two databases, the vector
 index (with its embedder), the mirror sinks.
 
-Built once per process, lazily, on the first message (``LazyContext.get``), never at import:
-importing ``workers`` opens nothing, and a process that never gets a message never loads a
-model. Building it migrates both databases forward, loads the embedder and makes sure the
-default tenant (``MNEMO_TENANT``) exists. ``Database`` hands each worker thread its own
+Built once per process, never at import: importing ``workers`` opens nothing. A worker
+process builds it at start, before it takes a message (``workers.entry``); in-process callers
+build it on first use (``LazyContext.get``). Building it migrates both databases forward,
+loads the embedder, checks it against the one recorded for the data (``claim_embedder``:
+a worker of another embedder would store rows without vectors, so it refuses) and makes sure
+the default tenant (``MNEMO_TENANT``) exists. ``Database`` hands each worker thread its own
 connection.
 """
 
@@ -15,11 +17,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memory_core.db.stores import Database, open_ops, open_state
+from memory_core.embedders.base import Embedder
 from memory_core.embedders.factory import make_embedder
 from memory_core.mirrors.outbox import MirrorSink, configured_mirrors, make_sinks
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.vectors import VectorIndex
+from memory_core.vectors import IndexState, VectorIndex
+
+
+def claim_embedder(settings: Settings, state: Database | None = None,
+                   embedder: Embedder | None = None) -> IndexState:
+    """Load the configured embedder and record it for a fresh data dir, or check that it is
+    the one the data's vectors were made with.
+
+    Raises:
+        EmbedderMismatchError: the data records another embedder (the message names both
+            and the fix).
+        EmbedderError / StoreError: the model or the state db cannot be opened.
+    """
+    embedder = embedder or make_embedder(settings)
+    embedder.load()
+    db = state or open_state(settings)
+    try:
+        return VectorIndex(embedder).claim(db.conn, f"the data in {db.path}")
+    finally:
+        if state is None:
+            db.close()
 
 
 @dataclass
@@ -31,15 +54,19 @@ class WorkerContext:
 
     @classmethod
     def open(cls, settings: Settings) -> WorkerContext:
-        """Open both databases (migrating them), load the embedder, create the default
-        tenant. Raises StoreError / EmbedderError / ConfigurationError with the fix."""
+        """Open both databases (migrating them), load and claim the embedder, create the
+        default tenant. Raises EmbedderMismatchError / StoreError / EmbedderError /
+        ConfigurationError with the fix."""
         embedder = make_embedder(settings)
-        embedder.load()
         state = open_state(settings)
-        ops = open_ops(settings)
+        try:
+            claim_embedder(settings, state, embedder)
+            ops = open_ops(settings)
+        except BaseException:
+            state.close()
+            raise
         create_tenant(state.conn, settings.default_tenant)
-        index = VectorIndex(embedder)
-        return cls(settings, state, ops, index)
+        return cls(settings, state, ops, VectorIndex(embedder))
 
     @property
     def mirrors(self) -> tuple[str, ...]:

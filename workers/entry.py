@@ -5,9 +5,10 @@ exists, instead of ``@dramatiq.actor`` at import time: importing ``workers`` has
 effects, and a test can run several brokers (embedded and Redis) in one process. The broker
 is still made the global one (``dramatiq.set_broker``) for code that asks Dramatiq for it.
 
-A worker process migrates both databases before it serves (``run_worker_process``): the
-workers and the operator's `mnemo` commands create and upgrade schemas, the chat process only
-checks them.
+A worker process migrates both databases and builds its context before it serves
+(``run_worker_process``): the workers and the operator's `mnemo` commands create and upgrade
+schemas, the chat process only checks them. A process whose embedder differs from the one
+recorded for the data exits (code 1) before it takes a message, logging why.
 
 Shutdown (SIGTERM or SIGINT): the spool relay stops, the Worker stops taking messages,
 worker threads finish their current message (up to ``grace_s``), prefetched messages are
@@ -22,6 +23,7 @@ import functools
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +35,7 @@ from dramatiq import Worker
 from memory_core.brokers import make_broker, make_relay
 from memory_core.db.faults import storage_status
 from memory_core.db.stores import migrate_stores
+from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
@@ -108,8 +111,13 @@ def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAUL
     configure_logging(settings)
     install_log_redaction()
     stop = stop_on_signals()
-    migrate_stores(settings)  # before serving; idempotent, so N processes may all run it
     context = LazyContext(settings)
+    try:
+        migrate_stores(settings)  # before serving; idempotent, so N processes may all run it
+        context.get()  # loads and claims the embedder now, not on the first message
+    except MnemoError as e:
+        log.error("worker_refused", pid=os.getpid(), error=type(e).__name__, reason=str(e))
+        sys.exit(1)
     broker = build_worker_broker(settings, context=context, **(broker_options or {}))
     try:
         serve(settings, broker, stop, threads=threads, grace_s=grace_s)

@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -23,6 +24,7 @@ import structlog
 from memory_core.db.stores import migrate_stores
 from memory_core.errors import MnemoError
 from memory_core.settings import Settings
+from workers.context import claim_embedder
 from workers.entry import DEFAULT_GRACE_S, run_worker_process, stop_on_signals
 
 log = structlog.get_logger("mnemo.pool")
@@ -55,12 +57,14 @@ class WorkerPool:
         return proc
 
     def start(self) -> None:
-        """Migrate both databases, then start the processes (each migrates again: a no-op).
+        """Migrate both databases and claim the embedder, then start the processes (each
+        does both again: a no-op).
 
-        Migrating here first means a chat process can open memory as soon as this returns.
-        Raises SchemaTooNewError / StoreError before any process starts.
+        Migrating here first means a chat process can open memory as soon as this returns;
+        claiming here means a pool of the wrong embedder never starts a process. Raises
+        SchemaTooNewError / StoreError / EmbedderMismatchError / EmbedderError first.
         """
-        migrate_stores(self.settings)
+        preflight(self.settings)
         self._procs = [self._spawn() for _ in range(self.processes)]
 
     def supervise(self, stop: threading.Event, poll_s: float = 0.5) -> None:
@@ -95,15 +99,34 @@ class WorkerPool:
         log.info("pool_stopped", processes=len(self._procs))
 
 
+def preflight(settings: Settings) -> None:
+    """What every worker needs before it serves: both databases migrated, and the configured
+    embedder recorded for the data (fresh) or equal to the recorded one.
+
+    Raises SchemaTooNewError / StoreError / EmbedderMismatchError / EmbedderError.
+    """
+    migrate_stores(settings)
+    claim_embedder(settings)
+
+
 def run_pool(settings: Settings, *, processes: int, threads: int,
-             grace_s: float = DEFAULT_GRACE_S) -> None:
-    """Run the pool in this (main) thread until SIGTERM or SIGINT."""
+             grace_s: float = DEFAULT_GRACE_S,
+             beside: Callable[[], Callable[[], None]] | None = None) -> None:
+    """Run the pool in this (main) thread until SIGTERM or SIGINT.
+
+    ``beside`` starts a companion once the pool has started (``mnemo up``: the scheduler)
+    and returns how to stop it; it is stopped before the pool.
+    """
     stop = stop_on_signals()
     pool = WorkerPool(settings, processes=processes, threads=threads, grace_s=grace_s)
     pool.start()
     log.info("pool_started", processes=processes, threads=threads,
              broker=settings.broker_kind)
+    stop_beside = None
     try:
+        stop_beside = beside() if beside is not None else None
         pool.supervise(stop)
     finally:
+        if stop_beside is not None:
+            stop_beside()
         pool.stop()

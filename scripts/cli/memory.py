@@ -28,10 +28,12 @@ def memory() -> None:
 @click.pass_obj
 @handle_errors
 def status(obj: Ctx, as_json: bool) -> None:
-    """Active vs recorded embedder, match state, and row and vector counts per table.
+    """Active vs recorded embedder, match state, and row, vector and missing-vector counts
+    per table.
 
     When the embedders differ, dense search is off (keyword-only recall) until
-    `mnemo memory reindex`.
+    `mnemo memory reindex`. Rows with no vector ("missing") are not found by dense
+    search; `mnemo memory reindex` fills them.
 
     Example:
 
@@ -49,15 +51,23 @@ def status(obj: Ctx, as_json: bool) -> None:
     click.echo(f"database          {report['database']} (schema {report['schema_version']})")
     click.echo(f"active embedder   {emb['active']}")
     click.echo(f"recorded embedder {emb['recorded'] or '-'}")
-    match = {True: "yes", False: "NO", None: "- (the first write records the active one)"}
+    match = {True: "yes", False: "NO (workers of the active embedder refuse to start)",
+             None: "- (the first worker or write records the active one)"}
     click.echo(f"match             {match[emb['match']]}")
     click.echo(f"dense search      {report['dense_search']}")
     if report["reindex_in_progress"]:
         click.echo("reindex           in progress (run `mnemo memory reindex` to finish it)")
+    if report["missing_vectors"]:
+        click.echo(f"missing vectors   {report['missing_vectors']} (run `mnemo memory "
+                   "reindex` to fill them)")
     click.echo("")
-    emit_table(["table", "rows", "vectors"],
-               [[name, t["rows"], "-" if t["vectors"] is None else t["vectors"]]
+    emit_table(["table", "rows", "vectors", "missing"],
+               [[name, t["rows"], _dash(t["vectors"]), _dash(t["missing"])]
                 for name, t in report["tables"].items()])
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 @memory.command()
@@ -67,11 +77,13 @@ def status(obj: Ctx, as_json: bool) -> None:
 @click.pass_obj
 @handle_errors
 def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
-    """Re-embed every episode and belief with the active embedder.
+    """Re-embed every episode and belief with the active embedder, or fill missing vectors.
 
-    Builds a new vector generation beside the old one and switches to it in one
-    transaction. Idempotent (a current index is left alone) and resumable: if it is killed,
-    run it again and it continues where it stopped. Recall stays keyword-only until it ends.
+    When the recorded embedder differs, builds a new vector generation beside the old one
+    and switches to it in one transaction; recall stays keyword-only until it ends. When it
+    matches, embeds only the rows that have no vector (see `mnemo memory status`).
+    Idempotent (a complete current index is left alone) and resumable: if it is killed,
+    run it again and it continues where it stopped.
 
     Example:
 
@@ -93,12 +105,16 @@ def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
     finally:
         state.close()
     result = {"generation": report.generation, "already_current": report.already_current,
-              "embedded": report.embedded, "vectors": counts}
+              "embedded": report.embedded, "filled": report.filled,
+              "nothing_to_do": report.nothing_to_do, "vectors": counts}
     if as_json:
         emit_json(result)
-    elif report.already_current:
+    elif report.nothing_to_do:
         click.echo(f"vector index already matches the active embedder (generation "
-                   f"{report.generation}); nothing to do")
+                   f"{report.generation}) and no vector is missing; nothing to do")
+    elif report.already_current:
+        click.echo(f"filled missing vectors in generation {report.generation}: "
+                   + ", ".join(f"{k} {v}" for k, v in report.filled.items()))
     else:
         click.echo(f"reindexed into generation {report.generation}: "
                    + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from schedules.bootstrap import run_scheduler, start_memory_worker
@@ -20,13 +22,14 @@ grace_option = click.option(
     help="Seconds a stopping worker lets in-flight messages finish before returning them.")
 
 
-def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
+def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float, *,
+         beside: Callable[[], Callable[[], None]] | None = None) -> None:
     settings = obj.settings
     processes = processes or settings.worker_processes
     threads = threads or settings.worker_threads
     progress(f"mnemo: {processes} worker process(es) x {threads} thread(s) on the "
              f"{settings.broker_kind} broker; SIGTERM or Ctrl-C stops them cleanly")
-    run_pool(settings, processes=processes, threads=threads, grace_s=grace)
+    run_pool(settings, processes=processes, threads=threads, grace_s=grace, beside=beside)
 
 
 @click.command()
@@ -38,7 +41,9 @@ def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> 
 def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
     """Run the worker pool: N processes x M threads consuming every queue.
 
-    Migrates both databases first (as `mnemo db migrate`), then serves. Runs until SIGTERM
+    Migrates both databases first (as `mnemo db migrate`) and refuses to start (exit 1)
+    when the configured embedder differs from the one recorded for the data (`mnemo memory
+    status` shows both), since it would store memories without vectors. Runs until SIGTERM
     or Ctrl-C; then each process finishes its in-flight messages (up to
     --grace seconds), returns the rest to the queue and exits. A process that dies is
     restarted. Memory lives in the SQLite files of MNEMO_DATA_DIR, so run the workers of
@@ -61,7 +66,8 @@ def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -
 def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
     """Run everything a single machine needs: the worker pool and the scheduler (the eight
     maintenance schedules) on the configured broker, embedded by default. Migrates both
-    databases first (as `mnemo db migrate`).
+    databases first (as `mnemo db migrate`) and, like `mnemo worker`, refuses to start
+    (exit 1) when the configured embedder differs from the one recorded for the data.
 
     The scheduler stands for the leader lease like any `mnemo scheduler`: if another
     scheduler already leads, this one stands by. SIGTERM or Ctrl-C stops both cleanly.
@@ -70,11 +76,10 @@ def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> No
 
         MNEMO_DATA_DIR=~/mnemo-data mnemo up
     """
-    service = start_memory_worker(obj.settings)
-    try:
-        _run(obj, processes, threads, grace)
-    finally:
-        service.stop()
+    def start_scheduler() -> Callable[[], None]:
+        return start_memory_worker(obj.settings).stop  # once the pool has started
+
+    _run(obj, processes, threads, grace, beside=start_scheduler)
 
 
 @click.command()
