@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from memory_core.brokers.durability import check_configured_persistence
 from memory_core.db.stores import migrate_stores
 from memory_core.errors import MnemoError
 from memory_core.settings import Settings
@@ -58,8 +59,10 @@ class WorkerPool:
         """Migrate both databases, then start the processes (each migrates again: a no-op).
 
         Migrating here first means a chat process can open memory as soon as this returns.
-        Raises SchemaTooNewError / StoreError before any process starts.
+        Raises SchemaTooNewError / StoreError before any process starts, and
+        ConfigurationError when Redis is not persistent and that is required.
         """
+        check_configured_persistence(self.settings)
         migrate_stores(self.settings)
         self._procs = [self._spawn() for _ in range(self.processes)]
 
