@@ -21,8 +21,8 @@ def check_workers(env: HealthEnv) -> Check:
     beats = [b for b in heartbeats.read_all(env.ops, heartbeats.WORKER) if b.stopped_at is None]
     fresh = [b for b in beats if b.is_fresh(env.now, stale_s)]
     stale = [b for b in beats if not b.is_fresh(env.now, stale_s)]
-    detail = {"fresh": [_who(b) for b in fresh],
-              "stale": {_who(b): round(b.age_s(env.now)) for b in stale},
+    stale_ages = {_who(b): round(b.age_s(env.now)) for b in stale}
+    detail = {"fresh": [_who(b) for b in fresh], "stale": stale_ages,
               "processed": sum(b.processed for b in fresh),
               "failed": sum(b.failed for b in fresh)}
     if not fresh:
@@ -32,7 +32,7 @@ def check_workers(env: HealthEnv) -> Check:
                      f"no live worker (none within MNEMO_HEALTH_STALE_S={stale_s} s){seen}: "
                      "start them with `mnemo worker` or `mnemo up`", detail)
     if stale:
-        listed = ", ".join(f"{w} ({age} s)" for w, age in detail["stale"].items())
+        listed = ", ".join(f"{w} ({age} s)" for w, age in stale_ages.items())
         return Check("workers", DEGRADED,
                      f"{len(fresh)} live worker process(es), but stale heartbeat(s) from "
                      f"{listed}: a worker died without stopping; check its host and log",
