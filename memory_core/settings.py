@@ -194,6 +194,17 @@ class Settings:
     scheduler_lease_seconds: int = 30
     schedule_history_days: int = 90
     recon_partitions: int = 16
+    # Health (memory_core/health; docs/cli.md `mnemo health`).
+    redis_require_persistence: bool = False
+    heartbeat_interval_s: int = 5
+    heartbeat_keep_s: int = 3_600
+    health_stale_s: int = 30
+    health_queue_depth: int = 10_000
+    health_queue_age_s: int = 600
+    health_dead_letters: int = 0
+    health_spool: int = 1_000
+    health_drill_age_s: int = 8 * 86_400
+    health_mirror_lag: int = 10_000
 
     def __post_init__(self) -> None:
         for name in ("data_dir", "embed_model_path", "embed_cache_dir", "backup_dir"):
@@ -389,4 +400,29 @@ VARIABLES: tuple[_Var, ...] = (
          "Days the firing ledger and the window claims are kept."),
     _Var("MNEMO_RECON_PARTITIONS", "recon_partitions", _int_parser(1, 4096),
          "Partitions (by subject hash) of one global_reconsolidation run, each a chained task."),
+    _Var("MNEMO_REDIS_REQUIRE_PERSISTENCE", "redis_require_persistence", _bool,
+         "Refuse to start workers (and make `mnemo health` unhealthy) when the Redis broker "
+         "runs without `appendonly yes`; off: warn only."),
+    _Var("MNEMO_HEARTBEAT_INTERVAL_S", "heartbeat_interval_s", _int_parser(1, 300),
+         "Seconds between the heartbeats each worker and scheduler process writes to "
+         "memory_ops.db."),
+    _Var("MNEMO_HEARTBEAT_KEEP_S", "heartbeat_keep_s", _int_parser(60, 30 * 86_400),
+         "Heartbeats not renewed for this long (stopped or dead processes) are deleted."),
+    _Var("MNEMO_HEALTH_STALE_S", "health_stale_s", _int_parser(2, 86_400),
+         "A heartbeat older than this is stale: its process is taken for dead by "
+         "`mnemo health` and the liveness probes."),
+    _Var("MNEMO_HEALTH_QUEUE_DEPTH", "health_queue_depth", _int_parser(1, 1_000_000_000),
+         "`mnemo health` is degraded when more messages than this wait on one queue."),
+    _Var("MNEMO_HEALTH_QUEUE_AGE_S", "health_queue_age_s", _int_parser(1, 365 * 86_400),
+         "`mnemo health` is degraded when a queue's oldest ready message is older than this."),
+    _Var("MNEMO_HEALTH_DEAD_LETTERS", "health_dead_letters", _int_parser(0, 1_000_000_000),
+         "`mnemo health` is degraded when there are more dead letters than this (default 0: "
+         "any)."),
+    _Var("MNEMO_HEALTH_SPOOL", "health_spool", _int_parser(0, 1_000_000_000),
+         "`mnemo health` is degraded when more messages than this wait in the local spool "
+         "for Redis."),
+    _Var("MNEMO_HEALTH_DRILL_AGE_S", "health_drill_age_s", _int_parser(3_600, 365 * 86_400),
+         "`mnemo health` is degraded when the last restore drill is older than this."),
+    _Var("MNEMO_HEALTH_MIRROR_LAG", "health_mirror_lag", _int_parser(0, 1_000_000_000),
+         "`mnemo health` is degraded when a mirror is more outbox rows behind than this."),
 )

@@ -37,6 +37,7 @@ from memory_core.brokers.factory import BrokerEnqueuer, Enqueuer
 from memory_core.clock import utcnow
 from memory_core.db.leases import Leases
 from memory_core.db.stores import Database, open_ops
+from memory_core.heartbeats import SCHEDULER, Heartbeater
 from memory_core.settings import Settings
 from schedules.firing import Firer
 from schedules.leader import Leadership, make_leases
@@ -78,6 +79,7 @@ class SchedulerService:
     firer: Firer
     ops: Database
     enqueuer: Enqueuer
+    heartbeater: Heartbeater | None = None
 
     @property
     def holder(self) -> str:
@@ -87,6 +89,8 @@ class SchedulerService:
         """Give the lease up (a standby takes over at its next try), stop, close."""
         self.leadership.stop()
         self.scheduler.shutdown(wait=True)
+        if self.heartbeater is not None:
+            self.heartbeater.stop()  # marks this scheduler's heartbeat stopped
         self.enqueuer.close()
         self.ops.close()
         log.info("scheduler_stopped", holder=self.holder)
@@ -134,9 +138,14 @@ def start_memory_worker(settings: Settings, *, namespace: str = "mnemo",
     register(scheduler, fire)
     scheduler.start(paused=True)
     leadership.start()
+    heartbeater = Heartbeater(ops, SCHEDULER, interval_s=settings.heartbeat_interval_s,
+                              keep_s=settings.heartbeat_keep_s,
+                              detail=lambda: {"holder": holder,
+                                              "leader": leadership.is_leader})
+    heartbeater.start()
     log.info("scheduler_started", holder=holder, schedules=len(SCHEDULES), lease_s=lease_s,
              broker=settings.broker_kind)
-    return SchedulerService(scheduler, leadership, firer, ops, enqueuer)
+    return SchedulerService(scheduler, leadership, firer, ops, enqueuer, heartbeater)
 
 
 def run_scheduler(settings: Settings, stop: threading.Event) -> None:

@@ -4,7 +4,9 @@ Between the top folders: scripts -> schedules -> workers -> memory_core. Inside 
 between its packages (the table ``MAY_NOT`` below): the chat side never reaches the workers'
 write path or the extractor, the memory model never reaches what is built on it, and the
 shared base (settings, clock, errors, jobs, log, validate, vectors, status, db, embedders,
-brokers) reaches none of the packages. Imports inside functions count too.
+brokers, heartbeats) reaches none of the packages; ``health`` (the operator's checks) reads
+the stores, the ledger and the mirror cursors, and nothing imports it. Imports inside
+functions count too.
 """
 
 from __future__ import annotations
@@ -19,18 +21,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ["memory_core", "workers", "schedules", "scripts"]  # lowest first
 
-PACKAGES = ("chat", "recall", "write", "extraction", "model", "mirrors", "maintenance")
+PACKAGES = ("chat", "recall", "write", "extraction", "model", "mirrors", "maintenance",
+            "health")
 BASE = "base"  # every memory_core module outside PACKAGES (memory_core/__init__.py aside)
 
 # part of memory_core -> the parts it must never import
 MAY_NOT: dict[str, set[str]] = {
-    "chat": {"write", "extraction", "maintenance", "mirrors"},
-    "recall": {"chat", "write", "extraction", "maintenance", "mirrors"},
-    "write": {"chat", "maintenance"},
-    "extraction": {"chat", "recall", "write", "maintenance", "mirrors"},
-    "mirrors": {"chat", "recall", "write", "extraction", "maintenance"},
-    "maintenance": {"chat"},
-    "model": {"chat", "recall", "write", "extraction", "maintenance", "mirrors"},
+    "chat": {"write", "extraction", "maintenance", "mirrors", "health"},
+    "recall": {"chat", "write", "extraction", "maintenance", "mirrors", "health"},
+    "write": {"chat", "maintenance", "health"},
+    "extraction": {"chat", "recall", "write", "maintenance", "mirrors", "health"},
+    "mirrors": {"chat", "recall", "write", "extraction", "maintenance", "health"},
+    "maintenance": {"chat", "health"},
+    "model": {"chat", "recall", "write", "extraction", "maintenance", "mirrors", "health"},
+    # Health reads the stores, the ledger and the mirror cursors; nothing is built on it.
+    "health": {"chat", "recall", "write", "extraction"},
     BASE: set(PACKAGES),
 }
 

@@ -29,10 +29,12 @@ from collections.abc import Callable
 from typing import Any
 
 import dramatiq
+import redis
 import structlog
 from dramatiq import Worker
 
 from memory_core.brokers import make_broker, make_relay
+from memory_core.brokers.durability import check_broker_persistence
 from memory_core.db.faults import storage_status
 from memory_core.db.stores import migrate_stores
 from memory_core.errors import MnemoError
@@ -40,7 +42,7 @@ from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
 from workers.context import LazyContext
-from workers.middleware import install_log_redaction, worker_middleware
+from workers.middleware import Heartbeats, install_log_redaction, worker_middleware
 
 log = structlog.get_logger("mnemo.worker")
 
@@ -58,18 +60,35 @@ def build_worker_broker(settings: Settings, *,
     share (default: built from ``settings`` on the first message). ``broker_options`` go to
     ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms, maintenance_interval_s).
     The stack has a StorageGuard on this data dir's ``storage_status``, probing every
-    ``guard_interval_s`` while paused (``workers.storage_guard``).
-    Raises StoreError / ConfigurationError from the factory.
+    ``guard_interval_s`` while paused (``workers.storage_guard``), and the process's
+    heartbeat. Raises StoreError / ConfigurationError from the factory, and
+    ConfigurationError when Redis runs without persistence and
+    ``MNEMO_REDIS_REQUIRE_PERSISTENCE`` is on.
     """
     probe = functools.partial(storage_status, settings)
-    broker = make_broker(settings, middleware=worker_middleware(probe, guard_interval_s),
-                         **broker_options)
+    broker = make_broker(settings, middleware=worker_middleware(
+        probe, guard_interval_s, heartbeats=Heartbeats(settings)), **broker_options)
+    _check_persistence(settings, broker)
     dramatiq.set_broker(broker)
     if declare is not None:
         declare(broker)
     else:
         declare_actors(broker, context or LazyContext(settings))
     return broker
+
+
+def _check_persistence(settings: Settings, broker: Any) -> None:
+    """Warn (or refuse) when the Redis broker is not persistent (``brokers.durability``).
+
+    An unreachable Redis is not refused here: the worker waits for it like for any outage.
+    """
+    try:
+        check_broker_persistence(settings, getattr(broker, "client", None))
+    except redis.RedisError as e:
+        log.warning("redis_persistence_unchecked", error=type(e).__name__)
+    except BaseException:
+        broker.close()
+        raise
 
 
 def serve(settings: Settings, broker: Any, stop: threading.Event, *, threads: int,

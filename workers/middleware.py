@@ -7,7 +7,8 @@ Retry policy and time limits are Dramatiq's own middleware, driven by each job's
 (``memory_core.jobs``). ``Audit`` (``workers.audit``) comes last, so its ``after_*`` hook runs
 first: it writes the audit rows the actor reported, once the actor returned. Memory text
 never reaches a log: context is ids only, and Dramatiq's own log lines are redacted to
-``actor[message_id]`` (``install_log_redaction``).
+``actor[message_id]`` (``install_log_redaction``). ``Heartbeats`` (only on brokers built by
+``workers.entry``) keeps this process's row in ``memory_ops.db`` alive on a timer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from dramatiq.middleware import (
     TimeLimit,
 )
 
+from memory_core.clock import utcnow
+from memory_core.db.stores import open_ops
+from memory_core.heartbeats import WORKER, Counters, Heartbeater
+from memory_core.settings import Settings
 from workers.audit import Audit
 from workers.storage_guard import Probe, StorageGuard
 
@@ -126,16 +131,59 @@ class DurableRetries(Retries):
                       fix="the message returns to the queue; check the ops database's disk")
 
 
-def worker_middleware(storage_probe: Probe | None = None,
-                      guard_interval_s: float = 5.0) -> list[Middleware]:
+class Heartbeats(Middleware):
+    """This worker process's heartbeat (``memory_core.heartbeats``).
+
+    Started when the Worker boots (its queues are declared by then), written by a timer
+    thread every ``MNEMO_HEARTBEAT_INTERVAL_S``, marked stopped when the Worker has shut
+    down cleanly. Per message only two in-memory counters and a time change: no I/O on the
+    hot path.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.counters = Counters()
+        self.heartbeater: Heartbeater | None = None
+
+    def after_worker_boot(self, broker: Broker, worker: Any) -> None:
+        ops = open_ops(self.settings)
+        self.heartbeater = Heartbeater(
+            ops, WORKER, interval_s=self.settings.heartbeat_interval_s,
+            keep_s=self.settings.heartbeat_keep_s, counters=self.counters,
+            queues=lambda: sorted(broker.get_declared_queues()))
+        self.heartbeater.start()
+
+    def after_worker_shutdown(self, broker: Broker, worker: Any) -> None:
+        beater, self.heartbeater = self.heartbeater, None
+        if beater is not None:
+            beater.stop()
+            beater.db.close()
+
+    def after_process_message(self, broker: Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None
+                              ) -> None:
+        self.counters.record(utcnow(), failed=exception is not None)
+
+    def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
+        self.counters.record(utcnow(), failed=bool(message.failed))
+
+
+def worker_middleware(storage_probe: Probe | None = None, guard_interval_s: float = 5.0, *,
+                      heartbeats: Heartbeats | None = None) -> list[Middleware]:
     """The middleware of a worker broker, in order (see the module docstring).
 
-    ``storage_probe`` (``storage_status`` of the worker's settings) adds a StorageGuard.
+    ``storage_probe`` (``storage_status`` of the worker's settings) adds a StorageGuard;
+    ``heartbeats``: the process's heartbeat (``workers.entry`` passes both; tests of actor
+    logic on a StubBroker leave them out).
     """
     guard: list[Middleware] = (
         [StorageGuard(storage_probe, interval_s=guard_interval_s)] if storage_probe else [])
-    return [LogContext(), *guard, AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
-            Pipelines(), DurableRetries(), CurrentMessage(), Audit()]
+    stack: list[Middleware] = [
+        LogContext(), *guard, AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
+        Pipelines(), DurableRetries(), CurrentMessage(), Audit()]
+    if heartbeats is not None:
+        stack.append(heartbeats)
+    return stack
 
 
 def _redacted(arg: Any) -> Any:

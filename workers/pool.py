@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from memory_core.brokers.durability import check_configured_persistence
 from memory_core.db.stores import migrate_stores
 from memory_core.errors import MnemoError
 from memory_core.settings import Settings
@@ -62,8 +63,10 @@ class WorkerPool:
 
         Migrating here first means a chat process can open memory as soon as this returns;
         claiming here means a pool of the wrong embedder never starts a process. Raises
-        SchemaTooNewError / StoreError / EmbedderMismatchError / EmbedderError first.
+        SchemaTooNewError / StoreError / EmbedderMismatchError / EmbedderError first, and
+        ConfigurationError when Redis is not persistent and that is required.
         """
+        check_configured_persistence(self.settings)
         preflight(self.settings)
         self._procs = [self._spawn() for _ in range(self.processes)]
 

@@ -178,6 +178,14 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
                   create_indexes(schema_ops.metadata, "schedule_firings"),
                   create_missing_tables(schema_ops.metadata, ["firing_reports"]),
               )),
+    Migration(4, "heartbeats: queues, last message, counts, clean stop, detail", _steps(
+        add_column("heartbeats", "queues", "TEXT"),
+        add_column("heartbeats", "last_message_at", "TEXT"),
+        add_column("heartbeats", "processed", "INTEGER DEFAULT '0' NOT NULL"),
+        add_column("heartbeats", "failed", "INTEGER DEFAULT '0' NOT NULL"),
+        add_column("heartbeats", "stopped_at", "TEXT"),
+        add_column("heartbeats", "detail", "TEXT"),
+    )),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}

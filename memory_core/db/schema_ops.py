@@ -120,14 +120,22 @@ leases = Table(
     Column("expires_at", Float, nullable=False),
 )
 
+# One row per worker or scheduler process (memory_core.heartbeats), renewed on a timer.
 heartbeats = Table(
     "heartbeats", metadata,
-    Column("process_id", Text, primary_key=True),
-    Column("role", Text, nullable=False),
+    Column("process_id", Text, primary_key=True),  # host:pid:random (pids are reused)
+    Column("role", Text, nullable=False),  # worker | scheduler
     Column("host", Text, nullable=False),
     Column("pid", Integer, nullable=False),
     Column("started_at", Text, nullable=False),
     Column("last_seen_at", Text, nullable=False),
+    # Added by ops migration 4:
+    Column("queues", Text),  # JSON list of the queues a worker consumes
+    Column("last_message_at", Text),  # when the process last finished a message
+    Column("processed", Integer, nullable=False, server_default="0"),
+    Column("failed", Integer, nullable=False, server_default="0"),
+    Column("stopped_at", Text),  # set by a clean shutdown; NULL while running
+    Column("detail", Text),  # JSON of small values (a scheduler's leadership)
 )
 
 backup_manifests = Table(

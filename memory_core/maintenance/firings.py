@@ -216,6 +216,15 @@ def last_window_start(conn: Any, schedule_id: str) -> datetime | None:
     return _time(row[0])
 
 
+def last_fired_window_start(conn: Any, schedule_id: str) -> datetime | None:
+    """The start of the latest scheduled window that fired (missed and manual rows aside):
+    what ``mnemo health`` compares with the schedule's cadence."""
+    row = conn.execute("SELECT max(window_start) FROM schedule_firings WHERE schedule_id = ? "
+                       "AND kind != ? AND status != ?",
+                       (schedule_id, MANUAL, MISSED)).fetchone()
+    return _time(row[0])
+
+
 def unsent(conn: Any, fired_before: datetime) -> list[Firing]:
     """Claimed windows whose message was never confirmed sent (the scheduler died between
     the claim and the send): the next leader sends them again, under the same id."""

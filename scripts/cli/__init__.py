@@ -1,7 +1,7 @@
 """The ``mnemo`` command line: a click group of nouns (groups) and verbs (commands).
 
 Exit codes: 0 success, 1 a mnemo error (the message says what and how to fix it),
-2 a usage error, 3 a health check that failed.
+2 a usage error; `mnemo health` has its own: 0 healthy, 1 degraded, 2 unhealthy.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from scripts.cli.backup import backup, restore, restore_drill
 from scripts.cli.db import db
 from scripts.cli.demo import demo
 from scripts.cli.digest import digest
+from scripts.cli.health import health
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
@@ -23,6 +24,7 @@ main.add_command(backup)
 main.add_command(db)
 main.add_command(demo)
 main.add_command(digest)
+main.add_command(health)
 main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)

@@ -16,8 +16,9 @@ Generated from the commands' own help by `python -m scripts.cli.docs > docs/cli.
 a test fails when this file is out of date.
 
 Exit codes: 0 success; 1 a mnemo error (the message says what is wrong and how to fix it);
-2 a usage error; 3 a failed health check; 4 a database is damaged, read-only or full (the
-message names the file and the fix; see docs/databases.md, "Storage faults").
+2 a usage error; 4 a database is damaged, read-only or full (the message names the file and
+the fix; see docs/databases.md, "Storage faults"). `mnemo health` has its own: 0 healthy,
+1 degraded, 2 unhealthy (its liveness probes `--worker` / `--scheduler`: 0 alive, 2 not).
 """
 
 
