@@ -165,6 +165,8 @@ class Settings:
     redis_timeout_ms: int = 20
     worker_processes: int = 2
     worker_threads: int = 4
+    recon_partitions: int = 16
+    recon_batch: int = 500
 
     def __post_init__(self) -> None:
         for name in ("data_dir", "embed_model_path", "embed_cache_dir"):
@@ -313,4 +315,10 @@ VARIABLES: tuple[_Var, ...] = (
          "Worker processes started by `mnemo worker` and `mnemo up`."),
     _Var("MNEMO_WORKER_THREADS", "worker_threads", _int_parser(1, 256),
          "Threads per worker process."),
+    _Var("MNEMO_RECON_PARTITIONS", "recon_partitions", _int_parser(1, 4096),
+         "Partitions of the daily global reconsolidation (by subject hash), run one after "
+         "another as chained tasks; more partitions make each task shorter."),
+    _Var("MNEMO_RECON_BATCH", "recon_batch", _int_parser(10, 100_000),
+         "Rows of a partition handled per reconsolidation transaction (shorter "
+         "transactions block the writers less)."),
 )

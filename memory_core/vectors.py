@@ -173,6 +173,16 @@ class VectorIndex:
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
+    def missing(self, conn: Any, base: str, rowids: Sequence[int]) -> list[int]:
+        """Which of ``rowids`` have no vector in the active generation; [] while dense is off
+        (nothing is written then). Point lookups: vec0 scans the whole table for ``IN`` and
+        ranges, but finds one rowid through its index."""
+        table = self._active_table(conn, base)
+        if table is None:
+            return []
+        sql = f"SELECT 1 FROM {table} WHERE rowid = ?"
+        return [i for i in rowids if conn.execute(sql, (i,)).fetchone() is None]
+
     def counts(self, conn: Any) -> dict[str, int]:
         """Vectors in the active generation per base table (0 when there is none)."""
         gen = _get(conn, _GENERATION)

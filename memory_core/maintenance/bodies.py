@@ -10,7 +10,7 @@ from memory_core.maintenance.stubs import backup
 from memory_core.maintenance.stubs import commitment_gc
 from memory_core.maintenance.stubs import daily_digest
 from memory_core.maintenance.stubs import firing_ledger
-from memory_core.maintenance.stubs import global_reconsolidation
+from memory_core.maintenance.reconsolidation import global_reconsolidation
 from memory_core.maintenance.stubs import macro_sleep
 from memory_core.maintenance.stubs import restore_drill
 from memory_core.maintenance.stubs import session_purge

@@ -17,11 +17,6 @@ def backup(env: JobEnv) -> JobReport:
     return _todo("backup")
 
 
-def global_reconsolidation(env: JobEnv, *, run_id: str, partition: int,
-                           partitions: int) -> JobReport:
-    return _todo("global_reconsolidation")
-
-
 def commitment_gc(env: JobEnv) -> JobReport:
     return _todo("commitment_gc")
 
