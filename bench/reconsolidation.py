@@ -44,9 +44,11 @@ DIM = 16
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
-def _settings(data_dir: str, partitions: int = 16, batch: int = 500) -> Settings:
+def _settings(data_dir: str, partitions: int = 16, batch: int = 500,
+              mmap_mb: int | None = None) -> Settings:
+    extra = {} if mmap_mb is None else {"sqlite_mmap_mb": mmap_mb}
     return Settings.from_env({}, data_dir=Path(data_dir), hash_dim=DIM,
-                             recon_partitions=partitions, recon_batch=batch)
+                             recon_partitions=partitions, recon_batch=batch, **extra)
 
 
 def _status_mb(field: str) -> float:
@@ -88,14 +90,15 @@ def _chain(env: JobEnv, run_id: str, partitions: int) -> dict[str, Any]:
             "rss_anon_mb_after_each": anon, "counts": totals}
 
 
-def cmd_run(data_dir: str, partitions: int, batch: int) -> dict[str, Any]:
-    settings = _settings(data_dir, partitions, batch)
+def cmd_run(data_dir: str, partitions: int, batch: int, mmap_mb: int) -> dict[str, Any]:
+    settings = _settings(data_dir, partitions, batch, mmap_mb)
     state, ops = open_state(settings), open_ops(settings)
     try:
         env = JobEnv(settings, state, ops, VectorIndex(HashEmbedder(dim=DIM)), NOW, "bench")
         first = _chain(env, "bench-1", partitions)
         second = _chain(env, "bench-2", partitions)
-        return {"partitions": partitions, "batch": batch, "first": first, "second": second,
+        return {"partitions": partitions, "batch": batch, "mmap_mb": settings.sqlite_mmap_mb,
+                "first": first, "second": second,
                 "peak_rss_mb": _status_mb("VmHWM"),
                 "peak_rss_anon_mb": max(first["rss_anon_mb_after_each"]
                                         + second["rss_anon_mb_after_each"])}
@@ -139,23 +142,27 @@ def main() -> None:
     r.add_argument("dir")
     r.add_argument("partitions", type=int)
     r.add_argument("batch", type=int)
+    r.add_argument("mmap_mb", type=int)
     parser.add_argument("--sizes", default="100000,1000000", help="beliefs per corpus")
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--mmap-mb", type=int, default=Settings().sqlite_mmap_mb,
+                        help="MNEMO_SQLITE_MMAP_MB of the measured process (default: mnemo's)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     if args.cmd == "build":
         print(json.dumps(cmd_build(args.dir, args.beliefs)))
         return
     if args.cmd == "run":
-        print(json.dumps(cmd_run(args.dir, args.partitions, args.batch)))
+        print(json.dumps(cmd_run(args.dir, args.partitions, args.batch, args.mmap_mb)))
         return
     rows = []
     with tempfile.TemporaryDirectory(prefix="mnemo-recon-bench-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             data_dir = str(Path(tmp) / f"n{size}")
             built = _child("build", data_dir, str(size))
-            run = _child("run", data_dir, str(args.partitions), str(args.batch))
+            run = _child("run", data_dir, str(args.partitions), str(args.batch),
+                         str(args.mmap_mb))
             rows.append({"beliefs": size, **built, "run": run})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     _print(rows)

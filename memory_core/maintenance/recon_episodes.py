@@ -205,7 +205,7 @@ def load_day(conn: Any, tenant: str, day: str) -> list[list[Member]]:
     for parts in rows.values():
         head = parts[0]
         turns = tuple(sorted(TurnRef(*p[12:17]) for p in parts if p[12] is not None))
-        member = Member(*head[:12], turns=turns)
+        member = Member(*head[:12], turns=turns)  # type: ignore[misc]  # 12 columns
         groups.setdefault(group_key(tenant, member.text, member.occurred_at), []).append(member)
     return [groups[k] for k in sorted(groups)]
 

@@ -191,7 +191,7 @@ def _episode_vectors(run: _Run, plans: list[ep.GroupPlan]) -> list[tuple[int, st
 
 
 def _plans(run: _Run, days: list[tuple[str, str]]) -> list[ep.GroupPlan]:
-    plans = []
+    plans: list[ep.GroupPlan] = []
     for tenant, day in days:
         if tenant not in run.runs:
             run.runs[tenant] = ep.current_run(run.conn, tenant)
