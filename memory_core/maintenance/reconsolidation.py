@@ -174,8 +174,9 @@ def _beliefs(run: _Run) -> None:
                 action = subj.fix_key(run.tx(b.tenant, embeds), b)
                 if action:
                     run.progress.add(action)
-            still = index.missing(run.conn, "beliefs", sorted(missing))
-            for b in subj.load_beliefs(run.conn, still):
+            still = subj.load_beliefs(run.conn, index.missing(run.conn, "beliefs",
+                                                               sorted(missing)))
+            for b in still:  # (a copy folded into its twin above is gone)
                 run.tx(b.tenant, embeds).vector("beliefs", b.id, b.text)
             run.progress.add("beliefs_embedded", len(still))
             run.progress.add("beliefs_checked", len(ids))
