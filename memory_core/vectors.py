@@ -153,12 +153,9 @@ class VectorIndex:
         tables = _vec_tables(conn, base)
         for table in tables:
             conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in rowids])
-        marks = ",".join("?" * len(rowids))
-        return sum(
-            conn.execute(f"SELECT count(*) FROM {t} WHERE rowid IN ({marks})",
-                         list(rowids)).fetchone()[0]
-            for t in tables
-        ) if rowids else 0
+        # Point lookups: vec0 answers "rowid IN (...)" by scanning the whole table.
+        return sum(conn.execute(f"SELECT 1 FROM {t} WHERE rowid = ?", (i,)).fetchone()
+                   is not None for t in tables for i in rowids)
 
     def search(self, conn: Any, base: str, tenant: str, vector: np.ndarray,
                k: int) -> list[tuple[int, float]]:
