@@ -30,7 +30,7 @@ from write_path import generate  # noqa: E402
 
 from memory_core import Memory  # noqa: E402
 from memory_core.chat.post_turn import TurnSender  # noqa: E402
-from memory_core.db import open_state  # noqa: E402
+from memory_core.db import migrate_stores, open_state  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
 from memory_core.model.tenants import create_tenant  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
@@ -47,6 +47,7 @@ def run(broker: str, calls: int, redis_url: str) -> dict[str, float]:
         url = redis_url if broker == "redis" else None
         settings = Settings.from_env({}, data_dir=Path(tmp), broker_url=url, log_level="error")
         configure_logging(settings, force=True)
+        migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
         state = open_state(settings)
         create_tenant(state.conn, "bench0")
         state.close()

@@ -34,6 +34,7 @@ from locomo_data import CATEGORIES, Scores, load  # noqa: E402
 from locomo_ingest import ingest  # noqa: E402
 
 from memory_core import Budget, Memory  # noqa: E402
+from memory_core.db import migrate_stores  # noqa: E402
 from memory_core.embedders.factory import make_embedder  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
 from memory_core.recall.strategy import RecallStrategy, get_strategy  # noqa: E402
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
     started = time.perf_counter()
     strategy = _strategy(args)
+    migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
     paths = {ingest(settings, conv, embedder) for conv in convs}
     ingest_s = time.perf_counter() - started
     with Memory.open(settings, embedder=embedder) as mem, tempfile.TemporaryDirectory() as tmp:

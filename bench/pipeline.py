@@ -33,7 +33,7 @@ from write_path import generate  # noqa: E402
 from memory_core import Memory  # noqa: E402
 from memory_core.brokers import make_broker  # noqa: E402
 from memory_core.chat.post_turn import TurnSender  # noqa: E402
-from memory_core.db import open_ops, open_state  # noqa: E402
+from memory_core.db import migrate_stores, open_ops, open_state  # noqa: E402
 from memory_core.jobs import QUEUES  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
 from memory_core.model.tenants import create_tenant  # noqa: E402
@@ -68,6 +68,7 @@ def run(broker_kind: str, args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = _settings(tmp, broker_kind, args.redis_url)
         configure_logging(settings, force=True)
+        migrate_stores(settings)  # as `mnemo db migrate` (the pool's start migrates too)
         state = open_state(settings)
         for tenant in TENANTS:
             create_tenant(state.conn, tenant)

@@ -38,7 +38,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from memory_core.clock import to_db  # noqa: E402
-from memory_core.db import open_state  # noqa: E402
+from memory_core.db import migrate_stores, open_state  # noqa: E402
 from memory_core.db.sqlite import atomic  # noqa: E402
 from memory_core.model.tenants import create_tenant  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
@@ -104,6 +104,7 @@ def generate(settings: Settings, size: int, seed: int = GENERATE_SEED,
     """Write ``size`` memories (80% episodes with their turns, 20% beliefs); seconds taken."""
     started = time.perf_counter()
     texts = Texts(seed)
+    migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
     db = open_state(settings)
     conn = db.conn
     create_tenant(conn, TENANT)

@@ -4,10 +4,11 @@ The chat process enqueues by name through ``build_message()`` and never imports 
 the workers declare one actor per job with ``Job.actor_options()``. A test checks that every
 job here has exactly one actor on the same queue, and every actor a job.
 
-Only jobs whose actors exist are declared: the eight schedule jobs (macro_sleep, backup,
-global_reconsolidation, commitment_gc, session_purge, daily_digest, firing_ledger,
-restore_drill, on queue ``maintenance``) are added by the schedules issue together with their
-actors, so the contract never names work that nothing can run.
+The eight schedule jobs (macro_sleep, backup, global_reconsolidation, commitment_gc,
+session_purge, daily_digest, firing_ledger, restore_drill) are on queue ``maintenance``. Each
+takes ``window``, the firing's window key (``memory_core.maintenance.firings``);
+global_reconsolidation also takes its partition chain (run_id, partition, partitions), which
+its first firing leaves out. They never age out: a window's message runs, however late.
 
 Policy, per job: ``max_retries`` then a dead letter; exponential backoff between
 ``min_backoff_ms`` and ``max_backoff_ms`` (Dramatiq's Retries middleware); ``time_limit_ms``
@@ -88,7 +89,38 @@ _POST_TURN = (
         "later run ships whatever an aged-out one did not)."),
 )
 
-JOBS: dict[str, Job] = {job.name: job for job in _POST_TURN}
+MAINTENANCE = "maintenance"
+
+
+def _maintenance(name: str, time_limit_ms: int, doc: str, *, max_retries: int = 3,
+                 optional: tuple[str, ...] = ()) -> Job:
+    # Long backoff: a failed maintenance run usually waits on a lock or the disk, not a blip.
+    return Job(name, MAINTENANCE, ("window",), optional, max_retries=max_retries,
+               time_limit_ms=time_limit_ms, min_backoff_ms=30 * SECOND,
+               max_backoff_ms=30 * MINUTE, priority=100, doc=doc)
+
+
+_SCHEDULED = (
+    _maintenance("macro_sleep", 30 * MINUTE, "Decay and tier moves, reinforcement from the "
+                 "recall log, ego-anchor backfill, FTS drift check."),
+    _maintenance("backup", 60 * MINUTE, "Online backups of both databases with a manifest, "
+                 "per-tenant exports, retention.", max_retries=2),
+    _maintenance("global_reconsolidation", 30 * MINUTE, "One partition (by subject hash) of "
+                 "the daily dedupe / re-embed / recount; chains the next partition.",
+                 max_retries=5, optional=("run_id", "partition", "partitions")),
+    _maintenance("commitment_gc", 5 * MINUTE, "Expire commitments and pending-review items "
+                 "past their time to live."),
+    _maintenance("session_purge", 30 * MINUTE, "Purge working-tier material of ended "
+                 "sessions; the retention/expiry sweep."),
+    _maintenance("daily_digest", 15 * MINUTE, "Per tenant: what memory learned, changed and "
+                 "dropped that day."),
+    _maintenance("firing_ledger", 5 * MINUTE, "The week's firings, misses, failures and "
+                 "durations per schedule; prunes the ledger."),
+    _maintenance("restore_drill", 60 * MINUTE, "Restore the latest backup into scratch and "
+                 "check it against its manifest.", max_retries=2),
+)
+
+JOBS: dict[str, Job] = {job.name: job for job in (*_POST_TURN, *_SCHEDULED)}
 
 QUEUES: tuple[str, ...] = tuple(sorted({job.queue for job in JOBS.values()}))
 

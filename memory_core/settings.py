@@ -52,6 +52,19 @@ def _int_parser(lo: int, hi: int) -> Callable[[str, str], int]:
     return parse
 
 
+def _fraction_parser(lo: float, hi: float) -> Callable[[str, str], float]:
+    def parse(var: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigurationError(f"{var} must be a decimal number from {lo} to {hi}") from None
+        if not lo <= value <= hi:  # also refuses nan
+            raise ConfigurationError(f"{var} must be a decimal number from {lo} to {hi}")
+        return value
+
+    return parse
+
+
 def _choice_parser(*choices: str) -> Callable[[str, str], str]:
     def parse(var: str, raw: str) -> str:
         value = raw.strip().lower()
@@ -161,15 +174,30 @@ class Settings:
     recall_helper_threads: int = 0
     recall_max_tokens: int = 1_500
     recall_log_keep: int = 500
+    backup_dir: Path | None = None  # None: ``backups`` in data_dir
+    backup_keep: int = 8
     queue_lease_seconds: int = 60
     redis_timeout_ms: int = 20
     worker_processes: int = 2
     worker_threads: int = 4
+    # Memory maintenance (memory_core/maintenance; docs/memory-model.md).
+    session_idle_s: int = 1_800
+    importance_half_life_s: int = 30 * 86_400
+    reinforce_boost: float = 0.1
+    tier_recent_s: int = 7 * 86_400
+    tier_archive_s: int = 90 * 86_400
+    archive_importance: float = 0.2
+    session_purge_below: float = 0.35
+    commitment_grace_s: int = 86_400
+    commitment_ttl_s: int = 30 * 86_400
+    pending_review_ttl_s: int = 7 * 86_400
+    scheduler_lease_seconds: int = 30
+    schedule_history_days: int = 90
     recon_partitions: int = 16
     recon_batch: int = 500
 
     def __post_init__(self) -> None:
-        for name in ("data_dir", "embed_model_path", "embed_cache_dir"):
+        for name in ("data_dir", "embed_model_path", "embed_cache_dir", "backup_dir"):
             value = getattr(self, name)
             if isinstance(value, str):
                 object.__setattr__(self, name, Path(value).expanduser())
@@ -181,6 +209,10 @@ class Settings:
     @property
     def ops_db_path(self) -> Path:
         return self.data_dir / "memory_ops.db"
+
+    @property
+    def backups_path(self) -> Path:
+        return self.backup_dir if self.backup_dir is not None else self.data_dir / "backups"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -231,6 +263,10 @@ class Settings:
             )
         if self.recall_log_keep < 1:
             raise ConfigurationError("MNEMO_RECALL_LOG_KEEP must be at least 1")
+        if self.tier_archive_s <= self.tier_recent_s:
+            raise ConfigurationError(
+                "MNEMO_TIER_ARCHIVE_S must be longer than MNEMO_TIER_RECENT_S: an episode is "
+                "recent first, and only an older one can be archived")
 
     @property
     def broker_kind(self) -> str:
@@ -286,9 +322,11 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_NEO4J_PASSWORD", "neo4j_password", _text, "Neo4j password.", secret=True),
     _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", _text, "Neo4j database name."),
     _Var("MNEMO_LOG_FORMAT", "log_format", _choice_parser("auto", "json", "console"),
-         "Log format: auto (JSON unless on a terminal), json or console."),
+         "Log format of every line, Dramatiq's and other libraries' included: auto (JSON "
+         "unless on a terminal), json or console."),
     _Var("MNEMO_LOG_LEVEL", "log_level", _choice_parser("debug", "info", "warning", "error"),
-         "Lowest log level written."),
+         "Lowest level of mnemo's log lines; other libraries' lines are written from "
+         "warning up, or from this level when it is higher."),
     _Var("MNEMO_BUSY_TIMEOUT_MS", "busy_timeout_ms", _int_parser(0, 600_000),
          "How long a SQLite connection waits for a lock before failing."),
     _Var("MNEMO_SQLITE_MMAP_MB", "sqlite_mmap_mb", _int_parser(0, 1_048_576),
@@ -307,6 +345,10 @@ VARIABLES: tuple[_Var, ...] = (
          "Default token budget of a recall result."),
     _Var("MNEMO_RECALL_LOG_KEEP", "recall_log_keep", _int_parser(1, 100_000),
          "Recall explanations kept per tenant."),
+    _Var("MNEMO_BACKUP_DIR", "backup_dir", _path,
+         "Folder of the backups (default: backups in MNEMO_DATA_DIR); best on another disk."),
+    _Var("MNEMO_BACKUP_KEEP", "backup_keep", _int_parser(1, 10_000),
+         "Complete backups kept; each new backup deletes the older ones beyond this number."),
     _Var("MNEMO_QUEUE_LEASE_SECONDS", "queue_lease_seconds", _int_parser(5, 86_400),
          "Embedded queue: how long a delivered message is leased before redelivery."),
     _Var("MNEMO_REDIS_TIMEOUT_MS", "redis_timeout_ms", _int_parser(1, 60_000),
@@ -315,9 +357,39 @@ VARIABLES: tuple[_Var, ...] = (
          "Worker processes started by `mnemo worker` and `mnemo up`."),
     _Var("MNEMO_WORKER_THREADS", "worker_threads", _int_parser(1, 256),
          "Threads per worker process."),
+    _Var("MNEMO_SESSION_IDLE_S", "session_idle_s", _int_parser(60, 30 * 86_400),
+         "Seconds without a turn after which a chat session has ended (its working episodes "
+         "move to recent; session_purge tidies them)."),
+    _Var("MNEMO_IMPORTANCE_HALF_LIFE_S", "importance_half_life_s",
+         _int_parser(3_600, 3_650 * 86_400),
+         "Seconds in which an episode's importance halves unless recall reinforces it."),
+    _Var("MNEMO_REINFORCE_BOOST", "reinforce_boost", _fraction_parser(0.0, 1.0),
+         "Share of the way to 1 an episode's importance rises each time a recall used it."),
+    _Var("MNEMO_TIER_RECENT_S", "tier_recent_s", _int_parser(3_600, 3_650 * 86_400),
+         "Age (since it happened) at which a recent episode moves to long_term."),
+    _Var("MNEMO_TIER_ARCHIVE_S", "tier_archive_s", _int_parser(3_600, 36_500 * 86_400),
+         "Age at which a long_term episode whose importance is below "
+         "MNEMO_ARCHIVE_IMPORTANCE is archived (kept, not recalled by default)."),
+    _Var("MNEMO_ARCHIVE_IMPORTANCE", "archive_importance", _fraction_parser(0.0, 1.0),
+         "Importance below which an old episode is archived; above it, it stays long_term."),
+    _Var("MNEMO_SESSION_PURGE_BELOW", "session_purge_below", _fraction_parser(0.0, 1.0),
+         "session_purge deletes an ended session's never-recalled episodes whose importance "
+         "signals (length, beliefs, an explicit ask) score below this; 0 turns it off."),
+    _Var("MNEMO_COMMITMENT_GRACE_S", "commitment_grace_s", _int_parser(0, 365 * 86_400),
+         "How long after its date a commitment (plans_to, committed_to, reminder) stays "
+         "active before commitment_gc expires it."),
+    _Var("MNEMO_COMMITMENT_TTL_S", "commitment_ttl_s", _int_parser(3_600, 3_650 * 86_400),
+         "Time to live of a commitment stated without a date, from when it was said."),
+    _Var("MNEMO_PENDING_REVIEW_TTL_S", "pending_review_ttl_s",
+         _int_parser(3_600, 3_650 * 86_400),
+         "How long a pending-review belief waits for a review before it expires."),
+    _Var("MNEMO_SCHEDULER_LEASE_SECONDS", "scheduler_lease_seconds", _int_parser(1, 3600),
+         "Leader lease of `mnemo scheduler`: renewed every third of it; a standby takes over "
+         "within about this long after the leader dies."),
+    _Var("MNEMO_SCHEDULE_HISTORY_DAYS", "schedule_history_days", _int_parser(8, 3650),
+         "Days the firing ledger and the window claims are kept."),
     _Var("MNEMO_RECON_PARTITIONS", "recon_partitions", _int_parser(1, 4096),
-         "Partitions of the daily global reconsolidation (by subject hash), run one after "
-         "another as chained tasks; more partitions make each task shorter."),
+         "Partitions (by subject hash) of one global_reconsolidation run, each a chained task."),
     _Var("MNEMO_RECON_BATCH", "recon_batch", _int_parser(10, 100_000),
          "Rows of a partition handled per reconsolidation transaction (shorter "
          "transactions block the writers less)."),

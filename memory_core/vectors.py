@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from memory_core.db.schema_state import VECTOR_BASES
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.embedders.base import Embedder
 
 _IDENTITY = "embedder_identity"
@@ -33,17 +33,17 @@ def vec_table(base: str, generation: int) -> str:
     return f"{base}_vec_g{int(generation)}"
 
 
-def _get(conn: Any, key: str) -> str | None:
+def _get(conn: Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else None
 
 
-def _set(conn: Any, key: str, value: str) -> None:
+def _set(conn: Connection, key: str, value: str) -> None:
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
 
 
-def _create_tables(conn: Any, generation: int, dim: int) -> None:
+def _create_tables(conn: Connection, generation: int, dim: int) -> None:
     for base in VECTOR_BASES:
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(base, generation)} USING vec0("
@@ -87,7 +87,7 @@ class VectorIndex:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def state(self, conn: Any) -> IndexState:
+    def state(self, conn: Connection) -> IndexState:
         dim = _get(conn, _DIM)
         gen = _get(conn, _GENERATION)
         target = _get(conn, _TARGET)
@@ -100,7 +100,7 @@ class VectorIndex:
             reindex_target=json.loads(target) if target else None,
         )
 
-    def ensure(self, conn: Any) -> IndexState:
+    def ensure(self, conn: Connection) -> IndexState:
         """Record the active embedder on a database that has none yet (idempotent)."""
         with atomic(conn):
             if _get(conn, _IDENTITY) is None:
@@ -110,15 +110,15 @@ class VectorIndex:
                 _create_tables(conn, 1, self.embedder.dim)
         return self.state(conn)
 
-    def dense_enabled(self, conn: Any) -> bool:
+    def dense_enabled(self, conn: Connection) -> bool:
         return _get(conn, _IDENTITY) == self.embedder.identity
 
-    def _active_table(self, conn: Any, base: str) -> str | None:
+    def _active_table(self, conn: Connection, base: str) -> str | None:
         if not self.dense_enabled(conn):
             return None
         return vec_table(base, int(_get(conn, _GENERATION) or 1))
 
-    def _write_tables(self, conn: Any, base: str) -> list[str]:
+    def _write_tables(self, conn: Connection, base: str) -> list[str]:
         """The active generation when it matches, plus a generation being built for us."""
         tables = []
         active = self._active_table(conn, base)
@@ -129,7 +129,7 @@ class VectorIndex:
             tables.append(vec_table(base, json.loads(target)["generation"]))
         return tables
 
-    def upsert(self, conn: Any, base: str,
+    def upsert(self, conn: Connection, base: str,
                items: Sequence[tuple[int, str, np.ndarray]]) -> int:
         """Write ``(rowid, tenant, vector)`` items; a no-op (0) while dense is off.
 
@@ -148,7 +148,7 @@ class VectorIndex:
                 )
         return len(items)
 
-    def delete(self, conn: Any, base: str, rowids: Sequence[int]) -> int:
+    def delete(self, conn: Connection, base: str, rowids: Sequence[int]) -> int:
         """Delete the vectors of ``rowids`` from every generation; return how many remain."""
         tables = _vec_tables(conn, base)
         for table in tables:
@@ -157,7 +157,7 @@ class VectorIndex:
         return sum(conn.execute(f"SELECT 1 FROM {t} WHERE rowid = ?", (i,)).fetchone()
                    is not None for t in tables for i in rowids)
 
-    def search(self, conn: Any, base: str, tenant: str, vector: np.ndarray,
+    def search(self, conn: Connection, base: str, tenant: str, vector: np.ndarray,
                k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` rowids of ``tenant`` by cosine distance; [] while dense is off."""
         table = self._active_table(conn, base)
@@ -170,7 +170,7 @@ class VectorIndex:
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def missing(self, conn: Any, base: str, rowids: Sequence[int]) -> list[int]:
+    def missing(self, conn: Connection, base: str, rowids: Sequence[int]) -> list[int]:
         """Which of ``rowids`` have no vector in the active generation; [] while dense is off
         (nothing is written then). Point lookups: vec0 scans the whole table for ``IN`` and
         ranges, but finds one rowid through its index."""
@@ -180,7 +180,7 @@ class VectorIndex:
         sql = f"SELECT 1 FROM {table} WHERE rowid = ?"
         return [i for i in rowids if conn.execute(sql, (i,)).fetchone() is None]
 
-    def counts(self, conn: Any) -> dict[str, int]:
+    def counts(self, conn: Connection) -> dict[str, int]:
         """Vectors in the active generation per base table (0 when there is none)."""
         gen = _get(conn, _GENERATION)
         out = {}
@@ -189,7 +189,7 @@ class VectorIndex:
             out[base] = _count(conn, table) if table and _exists(conn, table) else 0
         return out
 
-    def reindex(self, conn: Any, *, batch_size: int = 256,
+    def reindex(self, conn: Connection, *, batch_size: int = 256,
                 progress: Callable[[str, int, int], None] | None = None) -> ReindexReport:
         """Re-embed every row with the active embedder into a new generation, then flip.
 
@@ -221,7 +221,7 @@ class VectorIndex:
         _drop_stale(conn, gen)
         return ReindexReport(gen, embedded, already_current=False)
 
-    def _begin_target(self, conn: Any, state: IndexState) -> dict[str, Any]:
+    def _begin_target(self, conn: Connection, state: IndexState) -> dict[str, Any]:
         with atomic(conn):
             target = state.reindex_target
             if target is None or target["identity"] != state.active_identity:
@@ -233,7 +233,7 @@ class VectorIndex:
             _create_tables(conn, target["generation"], target["dim"])
         return target
 
-    def _fill(self, conn: Any, base: str, gen: int, batch_size: int,
+    def _fill(self, conn: Connection, base: str, gen: int, batch_size: int,
               progress: Callable[[str, int, int], None] | None) -> int:
         table = vec_table(base, gen)
         total = conn.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
@@ -263,22 +263,22 @@ def _blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
-def _exists(conn: Any, table: str) -> bool:
+def _exists(conn: Connection, table: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                         (table,)).fetchone() is not None
 
 
-def _count(conn: Any, table: str) -> int:
+def _count(conn: Connection, table: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
-def _pending(conn: Any, base: str, gen: int) -> bool:
+def _pending(conn: Connection, base: str, gen: int) -> bool:
     cursor = int(_get(conn, f"reindex_cursor:{base}") or 0)
     return conn.execute(f"SELECT 1 FROM {base} WHERE id > ? LIMIT 1", (cursor,)).fetchone() \
         is not None
 
 
-def _generations(conn: Any) -> list[int]:
+def _generations(conn: Connection) -> list[int]:
     gens = set()
     for base in VECTOR_BASES:
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
@@ -289,11 +289,11 @@ def _generations(conn: Any) -> list[int]:
     return sorted(gens)
 
 
-def _vec_tables(conn: Any, base: str) -> list[str]:
+def _vec_tables(conn: Connection, base: str) -> list[str]:
     return [vec_table(base, g) for g in _generations(conn) if _exists(conn, vec_table(base, g))]
 
 
-def _drop_stale(conn: Any, keep: int) -> None:
+def _drop_stale(conn: Connection, keep: int) -> None:
     """Drop vector tables of every generation but ``keep``."""
     for gen in _generations(conn):
         if gen == keep:

@@ -11,7 +11,7 @@ import pytest
 
 from memory_core import Memory
 from memory_core.brokers import make_relay
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from tests.helpers.post_turn import turn
@@ -34,6 +34,7 @@ def test_a_redis_outage_loses_no_turn_and_never_blocks_the_chat(
         tmp_path: Path, own_redis: RedisServer) -> None:
     settings = Settings.from_env({}, data_dir=tmp_path / "data", broker_url=own_redis.url,
                                  hash_dim=32, log_level="warning")
+    migrate_stores(settings)
     state = open_state(settings)
     create_tenant(state.conn, "t1")
     mem = Memory.open(settings)

@@ -125,7 +125,8 @@ def test_an_interrupted_migration_leaves_nothing_half_done(tmp_path: Path, monke
         conn.execute("CREATE TABLE half_done (x)")
         raise RuntimeError("crash in the middle of a migration")
 
-    broken = (*migrations.STATE_MIGRATIONS, migrations.Migration(2, "broken", boom))
+    broken = (*migrations.STATE_MIGRATIONS,
+              migrations.Migration(latest_version("state") + 1, "broken", boom))
     monkeypatch.setitem(migrations.MIGRATIONS, "state", broken)
     db = Database(tmp_path / "memory_state.db", "state")
     with pytest.raises(RuntimeError):
@@ -142,13 +143,14 @@ def test_an_old_schema_without_migrate_asks_for_mnemo_db_migrate(tmp_path: Path,
 
     settings = Settings.from_env({}, data_dir=tmp_path)
     open_state(settings).close()
+    nxt = latest_version("state") + 1
     newer = (*migrations.STATE_MIGRATIONS,
-             migrations.Migration(2, "next", lambda conn: conn.execute("CREATE TABLE t2 (x)")))
+             migrations.Migration(nxt, "next", lambda conn: conn.execute("CREATE TABLE t2 (x)")))
     monkeypatch.setitem(migrations.MIGRATIONS, "state", newer)
     with pytest.raises(StoreError, match="run `mnemo db migrate`"):
         open_state(settings, migrate=False)
     db = open_state(settings)  # migrating forward works
-    assert db.version() == 2
+    assert db.version() == nxt
     db.close()
 
 

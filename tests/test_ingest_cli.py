@@ -47,7 +47,7 @@ def test_ingest_enqueues_every_turn_and_creates_the_tenant(tmp_path: Path) -> No
     done = runner.invoke(main, ["ingest", str(path), "--tenant", "acme", "--create-tenant",
                                 "--json"], env=env)
     assert done.exit_code == 0, done.output
-    assert json.loads(done.output) == {"enqueued": 6, "tenants": ["acme", "other"],
+    assert json.loads(done.stdout) == {"enqueued": 6, "tenants": ["acme", "other"],
                                        "created_tenants": ["acme", "other"]}
     assert _ready(env) == 6
 

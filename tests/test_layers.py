@@ -1,8 +1,17 @@
-"""Imports only go down: scripts -> schedules -> workers -> memory_core."""
+"""Imports only go down.
+
+Between the top folders: scripts -> schedules -> workers -> memory_core. Inside memory_core,
+between its packages (the table ``MAY_NOT`` below): the chat side never reaches the workers'
+write path or the extractor, the memory model never reaches what is built on it, and the
+shared base (settings, clock, errors, jobs, log, validate, vectors, status, db, embedders,
+brokers) reaches none of the packages. Imports inside functions count too.
+"""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,16 +19,58 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ["memory_core", "workers", "schedules", "scripts"]  # lowest first
 
+PACKAGES = ("chat", "recall", "write", "extraction", "model", "mirrors", "maintenance")
+BASE = "base"  # every memory_core module outside PACKAGES (memory_core/__init__.py aside)
 
-def _imports(path: Path) -> set[str]:
+# part of memory_core -> the parts it must never import
+MAY_NOT: dict[str, set[str]] = {
+    "chat": {"write", "extraction", "maintenance", "mirrors"},
+    "recall": {"chat", "write", "extraction", "maintenance", "mirrors"},
+    "write": {"chat", "maintenance"},
+    "extraction": {"chat", "recall", "write", "maintenance", "mirrors"},
+    "mirrors": {"chat", "recall", "write", "extraction", "maintenance"},
+    "maintenance": {"chat"},
+    "model": {"chat", "recall", "write", "extraction", "maintenance", "mirrors"},
+    BASE: set(PACKAGES),
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports, anywhere in the file."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
+            if node.module == "memory_core":  # ``from memory_core import write``
+                names.update(f"memory_core.{alias.name}" for alias in node.names)
     return names
+
+
+def part_of(module: str) -> str | None:
+    """The memory_core part a dotted module belongs to (None outside memory_core)."""
+    bits = module.split(".")
+    if bits[0] != "memory_core" or len(bits) == 1:
+        return None
+    return bits[1] if bits[1] in PACKAGES else BASE
+
+
+def upward_imports(root: Path) -> list[str]:
+    """``file imports module (part -> part)`` for every import that breaks ``MAY_NOT``."""
+    offenders = []
+    for path in sorted((root / "memory_core").rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.as_posix() == "memory_core/__init__.py":  # the public API re-exports chat
+            continue
+        mine = part_of(".".join(rel.with_suffix("").parts))
+        assert mine is not None
+        for module in sorted(imported_modules(path)):
+            theirs = part_of(module)
+            if theirs is not None and theirs != mine and theirs in MAY_NOT[mine]:
+                offenders.append(f"{rel} imports {module} ({mine} -> {theirs})")
+    return offenders
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -27,23 +78,47 @@ def test_a_layer_never_imports_a_layer_above_it(layer: str) -> None:
     above = set(LAYERS[LAYERS.index(layer) + 1:])
     offenders = []
     for path in (REPO / layer).rglob("*.py"):
-        bad = _imports(path) & above
+        bad = {m.split(".")[0] for m in imported_modules(path)} & above
         if bad:
             offenders.append(f"{path.relative_to(REPO)} imports {sorted(bad)}")
     assert not offenders, offenders
 
 
-def test_importing_memory_core_connects_to_nothing_and_loads_no_model() -> None:
-    import subprocess
-    import sys
+def test_memory_core_packages_only_import_downwards() -> None:
+    assert upward_imports(REPO) == []
 
-    code = (
-        "import sys, memory_core, memory_core.embedders, memory_core.db\n"
-        "bad = [m for m in ('onnxruntime', 'fastembed', 'workers', 'dramatiq.brokers.redis')"
-        " if m in sys.modules]\n"
-        "print(','.join(bad))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The table check fails on a planted upward import, also one inside a function."""
+    for rel, text in {
+        "memory_core/model/x.py": "def f():\n    from memory_core import write\n",
+        "memory_core/chat/y.py": "import memory_core.extraction.heuristic\n",
+        "memory_core/settings.py": "from memory_core.model.tenants import HUB\n",
+        "memory_core/recall/ok.py": "from memory_core.model import tenants\n",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert upward_imports(tmp_path) == [
+        "memory_core/chat/y.py imports memory_core.extraction.heuristic (chat -> extraction)",
+        "memory_core/model/x.py imports memory_core.write (model -> write)",
+        "memory_core/settings.py imports memory_core.model.tenants (base -> model)",
+    ]
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ""
+    return set(out.stdout.split())
+
+
+def test_the_chat_side_loads_no_worker_code_and_no_model() -> None:
+    loaded = _loaded_after("import memory_core, memory_core.embedders, memory_core.db\n"
+                           "memory_core.Memory")
+    assert "memory_core.chat.memory" in loaded  # the probe imported the chat side
+    forbidden = ("workers", "schedules", "scripts", "memory_core.write",
+                 "memory_core.extraction", "memory_core.maintenance", "onnxruntime",
+                 "fastembed", "dramatiq.brokers.redis")
+    bad = sorted(m for m in loaded if m.startswith(forbidden))
+    assert bad == []

@@ -13,7 +13,7 @@ import pytest
 
 from memory_core import Memory
 from memory_core.brokers import make_broker
-from memory_core.db import open_ops, open_state
+from memory_core.db import migrate_stores, open_ops, open_state
 from memory_core.errors import InvalidInputError, UnknownTenantError
 from memory_core.model.tenants import create_tenant
 from memory_core.model.turns import TurnInput
@@ -72,6 +72,7 @@ def test_after_turn_to_a_worker_pool_records_turns_beliefs_and_audit(tmp_path: P
 
 def test_after_turn_refuses_bad_turns_clearly_and_enqueues_nothing(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
+    migrate_stores(settings)
     state = open_state(settings)
     create_tenant(state.conn, "t1")
     state.close()
@@ -103,10 +104,11 @@ def test_the_chat_side_never_imports_workers() -> None:
     code = (
         "import sys, tempfile\n"
         "from memory_core import Memory\n"
-        "from memory_core.db import open_state\n"
+        "from memory_core.db import migrate_stores, open_state\n"
         "from memory_core.settings import Settings\n"
         "from memory_core.model.tenants import create_tenant\n"
         "s = Settings.from_env({}, data_dir=tempfile.mkdtemp(), log_level='error')\n"
+        "migrate_stores(s)\n"
         "db = open_state(s); create_tenant(db.conn, 't1'); db.close()\n"
         "with Memory.open(s) as m:\n"
         "    m.after_turn(dict(tenant='t1', session_id='s', turn_uid='u', speaker='user',\n"

@@ -1,5 +1,7 @@
 """Every message of a pipeline run delivered twice, in shuffled order, gives the memory of a
-clean single run (turns, episodes, beliefs, entities; row ids and system time aside)."""
+clean single run (turns, episodes, beliefs, entities, hygiene counts, idempotency keys and
+what the mirrors hold; row ids and system time aside). Delivered twice in a row, the second
+delivery writes nothing at all, not even an outbox row."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.post_turn import (
+    REFUSED_TEXT,
     Driver,
     closing,
     make_context,
+    outbox_rows,
     record_messages,
     replay_twice_shuffled,
     snapshot,
@@ -22,6 +26,9 @@ from tests.helpers.post_turn import (
 def _turns() -> list[dict]:
     turns = [turn(i) for i in range(24)]  # four chat sessions, facts that change
     turns += [turn(i, tenant="t2", session="other") for i in range(6)]
+    # In the last session: a turn of a new session would demote s3's working episodes, and
+    # whether s3's duplicates were folded first would depend on the delivery order.
+    turns.append({**turn(24, session="s3"), "text": REFUSED_TEXT})
     return turns
 
 
@@ -45,6 +52,25 @@ def test_duplicated_shuffled_delivery_equals_a_clean_run(tmp_path: Path, seed: i
 
         expected = snapshot(clean_ctx.state.conn)
         got = snapshot(replay_ctx.state.conn)
-        assert len(expected["turns"]) == 30 and len(expected["beliefs"]) > 10
+        assert len(expected["turns"]) == 31 and len(expected["beliefs"]) > 10
+        assert expected["hygiene_rejections"] == [("t1", "invalid_candidate", 1)]
+        assert len(expected["applied_jobs"]) == 62 and len(expected["outbox"]) > 10
         for table in expected:
             assert got[table] == expected[table], table
+
+
+def test_a_redelivery_right_after_the_first_writes_nothing(tmp_path: Path) -> None:
+    clean_ctx = make_context(tmp_path / "clean", ("t1", "t2"))
+    twice_ctx = make_context(tmp_path / "twice", ("t1", "t2"))
+    with closing(clean_ctx, twice_ctx):
+        messages = Driver(clean_ctx).run_fifo(record_messages(clean_ctx.settings, _turns()))
+        twice = Driver(twice_ctx)
+        for message in messages:  # in the clean run's order, each one twice in a row
+            twice.deliver(message)
+            twice.deliver(message)
+        expected = snapshot(clean_ctx.state.conn)
+        got = snapshot(twice_ctx.state.conn)
+        for table in expected:
+            assert got[table] == expected[table], table
+        # In the same order the changes are the same too: the outbox row for row.
+        assert outbox_rows(twice_ctx.state.conn) == outbox_rows(clean_ctx.state.conn)

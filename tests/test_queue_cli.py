@@ -60,27 +60,27 @@ def _dead_letter(settings: Settings) -> str:
 def test_queue_commands(env: dict[str, str]) -> None:
     settings = Settings.from_env(env)
     message_id = _dead_letter(settings)
-    stats = json.loads(_cli(env, "queue", "stats", "--json").output)
+    stats = json.loads(_cli(env, "queue", "stats", "--json").stdout)
     by_queue = {q["queue"]: q for q in stats["queues"]}
     assert set(by_queue) >= {"turns", "consolidate", "mirrors"}
     assert by_queue["mirrors"]["dead"] == 1 and by_queue["mirrors"]["ready"] == 0
     assert stats["spool"] == (0 if "MNEMO_BROKER_URL" in env else None)
     assert "mirrors" in _cli(env, "queue", "stats").output
 
-    dead = json.loads(_cli(env, "queue", "dead", "--json").output)
+    dead = json.loads(_cli(env, "queue", "dead", "--json").stdout)
     assert [(d["message_id"], d["actor"]) for d in dead] == [(message_id, "ship_changes")]
     assert "acme" not in json.dumps(dead)  # ids only, never the payload
 
     refused = _cli(env, "queue", "purge")
     assert refused.exit_code == 1 and "--yes" in refused.output
-    dry = json.loads(_cli(env, "queue", "purge", "--dry-run", "--json").output)
+    dry = json.loads(_cli(env, "queue", "purge", "--dry-run", "--json").stdout)
     assert dry == {"purged": 0, "would_purge": 1}
 
-    assert json.loads(_cli(env, "queue", "requeue", "--json").output) == {"requeued": 1}
-    stats = json.loads(_cli(env, "queue", "stats", "--json").output)
+    assert json.loads(_cli(env, "queue", "requeue", "--json").stdout) == {"requeued": 1}
+    stats = json.loads(_cli(env, "queue", "stats", "--json").stdout)
     mirrors = next(q for q in stats["queues"] if q["queue"] == "mirrors")
     assert (mirrors["ready"], mirrors["dead"]) == (1, 0)
-    purged = json.loads(_cli(env, "queue", "purge", "--all", "--yes", "--json").output)
+    purged = json.loads(_cli(env, "queue", "purge", "--all", "--yes", "--json").stdout)
     assert purged == {"purged": 1, "would_purge": 0}
     assert "no dead letters" in _cli(env, "queue", "dead").output
 

@@ -65,6 +65,18 @@ def test_invalidated_and_pending_beliefs_and_archived_episodes_are_not_recalled(
     seeder.belief("acme", "user", "likes", "zucchini bread", status="pending_review")
     seeder.turn("acme", "zucchini harvest notes", tier="archive")
     assert len(mem.recall("zucchini", tenant="acme")) == 0
+    # Positive control: the same rows with a recalled status or tier are found by the same
+    # query while the others stay out, and the archive is found when asked for.
+    seeder.belief("acme", "user", "likes", "zucchini pie", status="active")
+    seeder.belief("acme", "user", "likes", "zucchini cake", status="conflict")
+    seeder.turn("acme", "zucchini garden notes", tier="recent")
+    texts = [i.text for i in mem.recall("zucchini", tenant="acme", budget=50).items]
+    assert sorted(texts) == ["user likes zucchini cake", "user likes zucchini pie",
+                             "zucchini garden notes"]
+    texts = [i.text for i in mem.recall("zucchini", tenant="acme", budget=50,
+                                        strategy="archive").items]
+    assert "zucchini harvest notes" in texts and not any("soup" in t or "bread" in t
+                                                          for t in texts), texts
 
 
 def test_session_bias_prefers_the_callers_chat(seeded, mem) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from click.testing import CliRunner
 
 from memory_core import Memory, format_untrusted_block
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.embedders.factory import make_embedder
 from memory_core.model.tenants import create_tenant
 from memory_core.model.turns import TurnInput
@@ -24,6 +24,7 @@ TURNS = [
 
 
 def _write(settings: Settings) -> None:
+    migrate_stores(settings)
     db = open_state(settings)
     index = VectorIndex(make_embedder(settings))
     create_tenant(db.conn, "acme")

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core import Memory
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.embedders.factory import make_embedder
 from memory_core.errors import InvalidInputError, UnknownTenantError
 from memory_core.recall.ppr import personalized_pagerank
@@ -33,6 +33,7 @@ GIB = st.text(alphabet=st.characters(), max_size=300) | st.text(
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Iterator[Memory]:
     settings = Settings.from_env({}, data_dir=tmp_path_factory.mktemp("safety"))
+    migrate_stores(settings)
     db = open_state(settings)
     seeder = Seeder(db.conn, VectorIndex(make_embedder(settings)))
     for tenant in ("red", "blue"):
@@ -52,8 +53,14 @@ def world(tmp_path_factory) -> Iterator[Memory]:
 
 @pytest.mark.parametrize("query", HOSTILE)
 def test_hostile_queries_are_searched_safely(world: Memory, query: str) -> None:
-    result = world.recall(query, tenant="red")
-    assert all(i.item_id for i in result.items)
+    alone = world.recall(query, tenant="red", budget=50)
+    assert all("blue" not in i.text.lower() for i in alone.items), alone.items
+    # Searched, not dropped: a known word beside the hostile text still finds red's memory
+    # (and after "DROP TABLE" and friends, the memory is still there to be found).
+    mixed = world.recall(f"lake {query}"[:4096], tenant="red", budget=50)
+    found = [i.text for i in mixed.items]
+    assert any("the red lake" in text for text in found), found
+    assert all("blue" not in text.lower() for text in found), found
 
 
 def test_too_long_and_non_string_queries_are_refused_clearly(world: Memory) -> None:

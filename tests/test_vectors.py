@@ -131,7 +131,7 @@ def test_delete_removes_vectors_from_every_generation(state_db: Database) -> Non
 def _status(env: dict) -> dict:
     result = CliRunner().invoke(main, ["memory", "status", "--json"], env=env)
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_cli_status_and_reindex_across_an_embedder_switch(tmp_path: Path) -> None:

@@ -218,6 +218,36 @@ def test_micro_consolidate_folds_duplicate_episodes(store) -> None:
     assert counts.count_drift(store.conn, "t1") == {}
 
 
+def _belief_states(store) -> dict[str, tuple[str, str | None]]:
+    return {r[0]: (r[1], r[2]) for r in store.conn.execute(
+        "SELECT belief_uid, status, valid_to FROM beliefs WHERE tenant = 't1'")}
+
+
+def test_micro_consolidate_reports_the_beliefs_it_changed(store) -> None:
+    """The report counts belief rows re-resolution changed, whatever else the transaction
+    wrote to the outbox (a merged episode writes rows of its own)."""
+    process_turns(store.db, store.index, [_turn(f"m{i}", "Same words here", i) for i in range(3)])
+    for predicate, old, new in (("lives_in", "Berlin", "Munich"), ("works_at", "Acme", "Globex")):
+        put(store, "I", predicate, old, 0)
+        put(store, "I", predicate, new, 10)
+    # Stale rows, as a cut-short write would leave them: both closed beliefs read active.
+    store.conn.execute("UPDATE beliefs SET status = 'active', valid_to = NULL, retired_at = "
+                       "NULL WHERE object_text IN ('Berlin', 'Acme')")
+    before = _belief_states(store)
+    last_outbox = store.conn.execute("SELECT max(id) FROM outbox").fetchone()[0]
+    report = micro_consolidate(store.db, store.index, "t1", "s1", subject_ids=["user"])
+    after = _belief_states(store)
+    changed = sorted(uid for uid in before if before[uid] != after[uid])
+    shipped = sorted(r[0] for r in store.conn.execute(
+        "SELECT object_id FROM outbox WHERE id > ? AND kind = 'belief'", (last_outbox,)))
+    assert report.episodes_merged == 2
+    assert len(changed) == 2 and shipped == changed
+    assert report.beliefs_changed == len(changed)
+    assert micro_consolidate(store.db, store.index, "t1", "s1",
+                             subject_ids=["user"]).beliefs_changed == 0
+    assert counts.count_drift(store.conn, "t1") == {}
+
+
 def test_negated_candidate_closes_the_fact(store) -> None:
     put(store, "I", "lives_in", "Berlin", 0, "heuristic")
     put(store, "I", "lives_in", "Berlin", 5, "heuristic", negated=True)

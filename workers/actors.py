@@ -12,6 +12,10 @@ parent message's id and the job, so a redelivered parent re-sends the same follo
 messages: the embedded broker ignores an id that is still waiting, and the audit rows of a
 re-run follow-up are ignored as duplicates.
 
+The maintenance actors (queue ``maintenance``, one per schedule job) run
+``workers.maintenance.run_maintenance`` instead of a step: the job body plus the firing
+ledger. Their follow-ups (reconsolidation's next partition) carry the same ``window``.
+
 Actors let errors raise: Retries retries them with backoff and dead-letters after the last
 retry. Bad input (``InvalidInputError``, which includes an unknown tenant) and configuration
 errors (a mirror without a sink) cannot get better by retrying: they are in ``throws=`` and
@@ -30,9 +34,10 @@ from dramatiq import Actor, Broker, Message
 from dramatiq.middleware import CurrentMessage
 
 from memory_core.errors import ConfigurationError, InvalidInputError
-from memory_core.jobs import JOBS, Job, build_message
+from memory_core.jobs import JOBS, MAINTENANCE, Job, build_message
 from workers.audit import report
 from workers.context import LazyContext
+from workers.maintenance import run_maintenance
 from workers.steps import STEPS, StepResult
 
 NON_RETRYABLE: tuple[type[Exception], ...] = (InvalidInputError, ConfigurationError)
@@ -74,6 +79,20 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
     return run
 
 
+def _maintenance_fn(job: Job, context: LazyContext, broker: Broker) -> Callable[..., None]:
+    def run(window: str, **kwargs: Any) -> None:
+        parent = _current_message_id()
+        result = run_maintenance(context.get(), job.name, window, parent, **kwargs)
+        if result is None:
+            return
+        for name, payload in result.follow_ups:
+            broker.enqueue(follow_up_message(parent, name, {"window": window, **payload}))
+
+    run.__name__ = run.__qualname__ = job.name
+    run.__doc__ = job.doc
+    return run
+
+
 def declare_actors(broker: Broker, context: LazyContext | None = None
                    ) -> dict[str, Actor[Any, Any]]:
     """Declare one actor per job on ``broker``; return them by name.
@@ -85,9 +104,12 @@ def declare_actors(broker: Broker, context: LazyContext | None = None
     actors = {}
     for job in JOBS.values():
         step = STEPS.get(job.name)
-        if step is None:
+        if job.queue == MAINTENANCE:
+            fn = _maintenance_fn(job, context, broker)
+        elif step is None:
             raise ValueError(f"job {job.name} has no step in workers.steps: add one")
-        fn = _actor_fn(job, step, context, broker)
-        actors[job.name] = dramatiq.actor(fn, broker=broker, throws=NON_RETRYABLE,
-                                          **job.actor_options())
+        else:
+            fn = _actor_fn(job, step, context, broker)
+        decorate = dramatiq.actor(broker=broker, throws=NON_RETRYABLE, **job.actor_options())
+        actors[job.name] = decorate(fn)
     return actors

@@ -24,7 +24,7 @@ from dramatiq.broker import Broker, MessageProxy
 from dramatiq.middleware import Middleware
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic, sqlite_module
+from memory_core.db.sqlite import Connection, atomic, sqlite_module
 from memory_core.db.stores import Database
 
 log = structlog.get_logger("mnemo.worker")
@@ -81,7 +81,7 @@ def take_reported() -> list[AuditEntry]:
     return pending[1] if pending else []
 
 
-def write_audit(conn: Any, message_id: str | None, entries: Iterable[AuditEntry]) -> int:
+def write_audit(conn: Connection, message_id: str | None, entries: Iterable[AuditEntry]) -> int:
     """Insert the entries (one transaction); how many were new."""
     now = to_db(utcnow())
     rows = [(e.tenant, e.action, e.object_kind, e.object_id, message_id, now,

@@ -5,6 +5,10 @@ exists, instead of ``@dramatiq.actor`` at import time: importing ``workers`` has
 effects, and a test can run several brokers (embedded and Redis) in one process. The broker
 is still made the global one (``dramatiq.set_broker``) for code that asks Dramatiq for it.
 
+A worker process migrates both databases before it serves (``run_worker_process``): the
+workers and the operator's `mnemo` commands create and upgrade schemas, the chat process only
+checks them.
+
 Shutdown (SIGTERM or SIGINT): the spool relay stops, the Worker stops taking messages,
 worker threads finish their current message (up to ``grace_s``), prefetched messages are
 returned to the queue, and ``broker.close()`` returns whatever is still leased (embedded);
@@ -26,6 +30,7 @@ import structlog
 from dramatiq import Worker
 
 from memory_core.brokers import make_broker, make_relay
+from memory_core.db.stores import migrate_stores
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
@@ -96,6 +101,7 @@ def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAUL
     configure_logging(settings)
     install_log_redaction()
     stop = stop_on_signals()
+    migrate_stores(settings)  # before serving; idempotent, so N processes may all run it
     context = LazyContext(settings)
     broker = build_worker_broker(settings, context=context, **(broker_options or {}))
     try:

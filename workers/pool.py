@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from memory_core.db.stores import migrate_stores
 from memory_core.errors import MnemoError
 from memory_core.settings import Settings
 from workers.entry import DEFAULT_GRACE_S, run_worker_process, stop_on_signals
@@ -54,6 +55,12 @@ class WorkerPool:
         return proc
 
     def start(self) -> None:
+        """Migrate both databases, then start the processes (each migrates again: a no-op).
+
+        Migrating here first means a chat process can open memory as soon as this returns.
+        Raises SchemaTooNewError / StoreError before any process starts.
+        """
+        migrate_stores(self.settings)
         self._procs = [self._spawn() for _ in range(self.processes)]
 
     def supervise(self, stop: threading.Event, poll_s: float = 0.5) -> None:

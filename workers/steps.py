@@ -91,7 +91,7 @@ def micro_consolidate(ctx: WorkerContext, tenant: str, session_id: str,
 
 def ship_changes(ctx: WorkerContext, tenant: str) -> StepResult:
     """Ship the outbox to every configured mirror (all tenants: one cursor per sink)."""
-    audit = []
+    audit: list[AuditEntry] = []
     for sink in ctx.sinks():
         rep = ship_outbox(ctx.state.conn, ctx.ops.conn, sink)
         audit.extend(AuditEntry(t, "outbox_shipped", "mirror", sink.name, {

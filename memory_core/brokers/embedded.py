@@ -48,7 +48,7 @@ FETCH_BATCH = 32  # rows leased per round trip, at most
 
 
 def _db_error() -> type[Exception]:
-    return sqlite_module().Error  # type: ignore[no-any-return]
+    return sqlite_module().Error
 
 
 class EmbeddedBroker(EmbeddedAdmin, Broker):
@@ -73,7 +73,7 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
         self.poll_max_ms = poll_max_ms
         self.keeper_interval_s = keeper_interval_s or max(0.2, min(self.lease_seconds / 4, 5.0))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
-        self.queues: set[str] = set()  # type: ignore[assignment]
+        self.queues: set[str] = set()
         # background_checkpoint (the chat side's enqueuer): an enqueue never pays for a WAL
         # checkpoint; a thread of this broker checkpoints instead (``WalCheckpointer``).
         self.db = Database(self.path, "ops", busy_timeout_ms=busy_timeout_ms,

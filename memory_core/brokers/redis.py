@@ -12,6 +12,36 @@ dead.
 The chat side uses a client with short socket timeouts and no retries
 (``redis_client(url, timeout_ms)``), so an unreachable Redis fails fast and the message goes to
 the spool (``memory_core.brokers.spool``).
+
+Dramatiq internals relied on (pyproject.toml bounds dramatiq to the tested major, 2.x):
+
+- ``dramatiq.brokers.redis._RedisConsumer`` (private class), subclassed by ``_Consumer``: its
+  ``__next__``, ``ack``, ``nack`` and ``close``, and its attributes ``message_cache`` (fetched
+  encoded messages not yet handed out), ``prefetch``, ``outstanding_message_count`` (a
+  property), ``broker`` and ``queue_name``; ``RedisBroker.consumer_class`` (overridden) is how
+  ``consume()`` builds it.
+- ``RedisBroker.scripts["dispatch"]``, the Lua script, called by ``maintain()`` with
+  ``keys=[namespace]`` and eight arguments by position: 1 command (``"qsize"``, which only
+  reads), 2 timestamp (ms), 3 queue name, 4 worker id (``broker_id``), 5
+  ``heartbeat_timeout``, 6 ``dead_message_ttl``, 7 do-maintenance (``1``), 8 max unpack size
+  (``RedisBroker._max_unpack_size()``, a private method).
+- ``RedisBroker.do_requeue(queue_name, *redis_ids)``: the script's ``requeue`` command through
+  ``RedisBroker.__getattr__``'s ``do_<command>`` dispatch, used by ``_Consumer.close``.
+- ``Message.options["redis_message_id"]``, the id ``RedisBroker.enqueue`` gives each copy.
+- The key layout read and written by the ``QueueAdmin`` methods: ``<ns>:<queue>`` (list of
+  ids), ``<ns>:<queue>.msgs`` and ``<ns>:<queue>.DQ.msgs`` (hashes id -> message),
+  ``<ns>:<queue>.XQ`` (dead letters, sorted by time of death in ms) and
+  ``<ns>:<queue>.XQ.msgs``.
+
+Tests against the real Redis that fail when one of them changes: in
+``tests/test_redis_broker.py``, ``test_maintain_calls_dispatch_with_every_argument_in_its_place``
+checks the effect of each dispatch argument by position (and the ``<ns>:<queue>``,
+``__heartbeats__``, ``__acks__`` and ``XQ`` keys), and
+``test_consumer_close_returns_its_prefetch_cache_and_a_full_prefetch_does_not_fetch`` the
+consumer's attributes, ``redis_message_id`` and ``do_requeue``. The key layout behind the
+queue counts and dead-letter operations is checked by the Redis runs of
+``tests/test_broker_contract.py`` (``test_enqueue_consume_ack``,
+``test_dead_letters_can_be_requeued_or_purged``) and ``tests/test_queue_cli.py``.
 """
 
 from __future__ import annotations
@@ -60,7 +90,7 @@ def redis_client(url: str, *, timeout_ms: int | None = None) -> redis.Redis:
 FULL_WAIT_S = 0.1  # the longest a consumer whose prefetch is full waits for an ack
 
 
-class _Consumer(_RedisConsumer):  # type: ignore[misc]
+class _Consumer(_RedisConsumer):
     """Dramatiq's Redis consumer, except that a full prefetch is not an idle queue.
 
     The stock consumer backs off exponentially (up to the worker timeout) whenever a fetch
@@ -194,7 +224,7 @@ class MnemoRedisBroker(RedisBroker):
         if redis_id is None:
             return None
         data = self.client.hget(self._key(queue) + ".msgs", redis_id)
-        if data is None:
+        if not isinstance(data, bytes):  # gone (None); the client never decodes responses
             return None
         try:
             stamp = Message.decode(data).message_timestamp

@@ -7,9 +7,10 @@ short cooldown instead of paying a failed connect per message.
 
 ``relay_spool`` forwards the spool to Redis oldest first and deletes a row only after Redis
 accepted it: at least once (a crash in between forwards it again; actors are idempotent).
-``SpoolRelay`` runs it on a timer in each worker process; a lease in the ``leases`` table
-lets one process relay at a time. Messages sent directly while older ones wait in the spool
-can overtake them: the post-turn actors do not depend on arrival order.
+``SpoolRelay`` runs it on a timer in each worker process; the ``spool-relay`` lease
+(``memory_core.db.leases``, renewed before each batch) lets one process relay at a time.
+Messages sent directly while older ones wait in the spool can overtake them: the post-turn
+actors do not depend on arrival order.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
 from memory_core.db.checkpoint import WalCheckpointer
+from memory_core.db.leases import SqliteLeases
 from memory_core.db.sqlite import atomic, sqlite_module
 from memory_core.db.stores import Database
 from memory_core.errors import BrokerError
@@ -143,24 +145,6 @@ def relay_spool(broker: Broker, spool: Spool, *, batch: int = 200,
     return forwarded
 
 
-def hold_lease(db: Database, name: str, holder: str, ttl_s: float) -> bool:
-    """Take or renew lease ``name`` for ``holder`` unless another holder's is current."""
-    now = time.time()
-    with atomic(db.conn) as conn:
-        conn.execute(
-            "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-            "expires_at = excluded.expires_at "
-            "WHERE leases.holder = excluded.holder OR leases.expires_at <= ?",
-            (name, holder, now + ttl_s, now))
-        row = conn.execute("SELECT holder FROM leases WHERE name = ?", (name,)).fetchone()
-    return bool(row and row[0] == holder)
-
-
-def drop_lease(db: Database, name: str, holder: str) -> None:
-    db.conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
-
-
 class SpoolRelay(threading.Thread):
     """Relays the spool every ``interval_s`` while this process holds the relay lease."""
 
@@ -171,6 +155,9 @@ class SpoolRelay(threading.Thread):
         self.spool = spool
         self.holder = holder
         self.interval_s = interval_s
+        self.leases = SqliteLeases(spool.db)
+        # Long enough that a slow batch never loses the lease between renewals.
+        self.lease_ttl_s = max(30.0, 30 * interval_s)
         self.stopped = threading.Event()
 
     def tick(self) -> int:
@@ -178,8 +165,8 @@ class SpoolRelay(threading.Thread):
         if not self.spool.size():
             return 0
         def leased() -> bool:
-            return not self.stopped.is_set() and hold_lease(
-                self.spool.db, RELAY_LEASE, self.holder, ttl_s=max(30.0, 30 * self.interval_s))
+            return not self.stopped.is_set() and self.leases.claim(
+                RELAY_LEASE, self.holder, self.lease_ttl_s)
 
         forwarded = relay_spool(self.broker, self.spool, keep_going=leased)
         if forwarded:
@@ -199,7 +186,7 @@ class SpoolRelay(threading.Thread):
         if self.ident is not None:
             self.join(timeout=10)
         try:
-            drop_lease(self.spool.db, RELAY_LEASE, self.holder)
+            self.leases.release(RELAY_LEASE, self.holder)
         except sqlite_module().Error as e:
             log.warning("spool_lease_release_failed", error=type(e).__name__)
         self.spool.db.close()

@@ -1,9 +1,10 @@
 """``Memory``: what the chat process holds: ``recall()`` before an answer, ``after_turn()``
 after it (which only checks the turn and enqueues the post-turn work).
 
-The chat process opens ``memory_state.db`` read-only (it never writes memory) and
-``memory_ops.db`` for the recall log (and, on Redis, the spool). Settings are read once, at
-``open``.
+The chat process opens ``memory_state.db`` read-only (it never writes it, not even its schema)
+and ``memory_ops.db`` for the recall log (and, on Redis, the spool). Schemas are created and
+upgraded by `mnemo db migrate` or the workers at start; ``open`` only checks them and refuses
+a database that is missing or behind. Settings are read once, at ``open``.
 
 Example::
 
@@ -66,20 +67,27 @@ class Memory:
     def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None) -> Memory:
         """Open memory with ``settings`` (default: from the environment).
 
-        A database that does not exist yet, or is behind this code, is migrated first (schema
-        only); after that the state db is opened read-only.
+        Never migrates: both databases must exist at this code's schema version, made by
+        `mnemo db migrate` or by the workers, which migrate on start. The state db is opened
+        read-only; a missing, older or newer database is refused untouched (a missing file
+        is not created).
 
         Raises:
-            ConfigurationError, StoreError, EmbedderError: with what to fix.
+            StoreError: a database is missing or behind (the message names the file and says
+                to run `mnemo db migrate`), or cannot be opened.
+            SchemaTooNewError: a database was written by a newer mnemo.
+            ConfigurationError, EmbedderError: with what to fix.
         """
         settings = settings or Settings.from_env()
         embedder = embedder or make_embedder(settings)
         embedder.load()
-        open_state(settings, migrate=True).close()
         state = open_state(settings, migrate=False, readonly=True)
-        open_ops(settings).close()  # create or migrate the schema
-        ops = Database(settings.ops_db_path, "ops", busy_timeout_ms=settings.busy_timeout_ms,
-                       autocheckpoint=False)
+        try:
+            # The recall log's writer checkpoints in the background, off the chat path.
+            ops = open_ops(settings, migrate=False, autocheckpoint=False)
+        except BaseException:
+            state.close()
+            raise
         warn_keyword_grade_once(embedder)
         return cls(settings, state, ops, embedder)
 

@@ -25,6 +25,7 @@ from typing import Any
 from dramatiq import Message
 
 from memory_core.brokers.factory import Enqueuer, make_enqueuer
+from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError
 from memory_core.jobs import build_message
 from memory_core.model.tenants import require_tenant
@@ -48,7 +49,7 @@ def turn_payload(t: CheckedTurn) -> dict[str, Any]:
     return asdict(t)
 
 
-def turn_message(conn: Any, turn: TurnInput | Mapping[str, Any], *,
+def turn_message(conn: Connection, turn: TurnInput | Mapping[str, Any], *,
                  max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> Message[Any]:
     """The record_turn message for ``turn``, after checking it and that its tenant exists.
 

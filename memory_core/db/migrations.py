@@ -6,7 +6,9 @@ one ``BEGIN IMMEDIATE`` transaction (SQLite DDL is transactional), so it is idem
 crash leaves the old version intact. A database newer than this code is refused.
 
 Adding a migration: append a ``Migration`` to the store's list; never edit a released one.
-A test compares the migrated schema with the metadata in ``schema_*.py``.
+A test compares the migrated schema with the metadata in ``schema_*.py``. Migration 1 creates
+the tables from the *current* metadata, so on a new database the later migrations find their
+columns and indexes already there: each later step checks before it changes anything.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db import schema_ops, schema_state
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import SchemaTooNewError, StoreError
 
 
@@ -36,7 +38,7 @@ def create_tables(metadata: MetaData, names: Sequence[str]) -> Callable[[Any], N
     """A migration step creating the named tables (and their indexes) from ``metadata``."""
     dialect = sqlite_dialect.dialect()
 
-    def apply(conn: Any) -> None:
+    def apply(conn: Connection) -> None:
         for name in names:
             table = metadata.tables[name]
             conn.execute(str(CreateTable(table).compile(dialect=dialect)))
@@ -61,14 +63,76 @@ def _fts_ddl(fts: str, base: str) -> list[str]:
     ]
 
 
-def _create_fts(conn: Any) -> None:
+def _create_fts(conn: Connection) -> None:
     for fts, base in schema_state.FTS_TABLES.items():
         for ddl in _fts_ddl(fts, base):
             conn.execute(ddl)
 
 
-def _steps(*steps: Callable[[Any], None]) -> Callable[[Any], None]:
+def _columns(conn: Any, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info('{table}')")]
+
+
+def add_column(table: str, column: str, ddl: str) -> Callable[[Any], None]:
+    """A step adding ``column`` (``ddl``: its type and default) unless it is there."""
     def apply(conn: Any) -> None:
+        if column not in _columns(conn, table):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+
+    return apply
+
+
+def create_indexes(metadata: MetaData, table: str) -> Callable[[Any], None]:
+    """A step creating the indexes of ``table`` in ``metadata`` that do not exist yet."""
+    dialect = sqlite_dialect.dialect()
+
+    def apply(conn: Any) -> None:
+        for index in metadata.tables[table].indexes:
+            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND "
+                                  "name = ?", (index.name,)).fetchone()
+            if not exists:
+                conn.execute(str(CreateIndex(index).compile(dialect=dialect)))
+
+    return apply
+
+
+def create_missing_tables(metadata: MetaData, names: Sequence[str]) -> Callable[[Any], None]:
+    """``create_tables`` for the named tables that do not exist yet (migration 1 makes its
+    tables from today's metadata, so a later step may find its table already there)."""
+    def apply(conn: Any) -> None:
+        missing = [n for n in names if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (n,)).fetchone()]
+        create_tables(metadata, missing)(conn)
+
+    return apply
+
+
+def _rebuild_beliefs(conn: Any) -> None:
+    """Give ``beliefs`` the ``expired`` status and the access columns (state version 2).
+
+    SQLite cannot change a CHECK constraint in place: the table is rebuilt under its
+    current definition with the same row ids (so FTS and vector rows still match), and the
+    FTS triggers are made again on the new table. A table that already has both is left.
+    """
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                       "name = 'beliefs'").fetchone()[0]
+    old = _columns(conn, "beliefs")
+    if "'expired'" in sql and "access_count" in old:
+        return
+    conn.execute("ALTER TABLE beliefs RENAME TO beliefs_v1")  # the triggers follow it
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND "
+                                "tbl_name = 'beliefs_v1' AND sql IS NOT NULL").fetchall():
+        conn.execute(f"DROP INDEX {name}")  # their names are reused by the new table
+    create_tables(schema_state.metadata, ["beliefs"])(conn)
+    cols = ", ".join(c for c in old if c in _columns(conn, "beliefs"))
+    conn.execute(f"INSERT INTO beliefs ({cols}) SELECT {cols} FROM beliefs_v1")
+    conn.execute("DROP TABLE beliefs_v1")  # and its triggers
+    for ddl in _fts_ddl("beliefs_fts", "beliefs")[1:]:
+        conn.execute(ddl)
+
+
+def _steps(*steps: Callable[[Any], None]) -> Callable[[Any], None]:
+    def apply(conn: Connection) -> None:
         for step in steps:
             step(conn)
 
@@ -84,6 +148,12 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
         ]),
         _create_fts,
     )),
+    Migration(2, "maintenance: expired beliefs, access counts, decay time, expiry indexes",
+              _steps(
+                  _rebuild_beliefs,
+                  add_column("episodes", "decayed_at", "TEXT"),
+                  create_indexes(schema_state.metadata, "episodes"),
+              )),
 )
 
 OPS_MIGRATIONS: tuple[Migration, ...] = (
@@ -93,6 +163,21 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
             "schedule_firings", "leases", "heartbeats", "backup_manifests", "restore_drills",
             "digests", "mirror_cursors",
         ])),
+    Migration(2, "recall log: applied_at (what macro_sleep has reinforced)", _steps(
+        add_column("recall_log", "applied_at", "TEXT"),
+        create_indexes(schema_ops.metadata, "recall_log"),
+    )),
+    Migration(3, "firing ledger: kind, window start, misses, attempts, counts; weekly reports",
+              _steps(
+                  add_column("schedule_firings", "kind", "TEXT DEFAULT 'scheduled' NOT NULL"),
+                  add_column("schedule_firings", "window_start", "TEXT"),
+                  add_column("schedule_firings", "missed_count", "INTEGER DEFAULT '0' NOT NULL"),
+                  add_column("schedule_firings", "started_at", "TEXT"),
+                  add_column("schedule_firings", "attempts", "INTEGER DEFAULT '0' NOT NULL"),
+                  add_column("schedule_firings", "counts", "TEXT"),
+                  create_indexes(schema_ops.metadata, "schedule_firings"),
+                  create_missing_tables(schema_ops.metadata, ["firing_reports"]),
+              )),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}
@@ -102,11 +187,11 @@ def latest_version(kind: str) -> int:
     return MIGRATIONS[kind][-1].version
 
 
-def current_version(conn: Any) -> int:
+def current_version(conn: Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _recorded_kind(conn: Any) -> str | None:
+def _recorded_kind(conn: Connection) -> str | None:
     has_meta = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
     ).fetchone()
@@ -116,7 +201,7 @@ def _recorded_kind(conn: Any) -> str | None:
     return row[0] if row else None
 
 
-def check_version(conn: Any, kind: str, path: str) -> int:
+def check_version(conn: Connection, kind: str, path: str) -> int:
     """The database's version; raise SchemaTooNewError or StoreError when it is not ours."""
     version = current_version(conn)
     latest = latest_version(kind)
@@ -135,7 +220,7 @@ def check_version(conn: Any, kind: str, path: str) -> int:
     return version
 
 
-def migrate(conn: Any, kind: str, path: str) -> list[Migration]:
+def migrate(conn: Connection, kind: str, path: str) -> list[Migration]:
     """Apply the pending migrations of a ``state`` or ``ops`` database; return them.
 
     Idempotent: a second call applies nothing. Raises SchemaTooNewError for a newer database.

@@ -5,7 +5,7 @@ Kept apart from the state db so background bookkeeping never contends with chat 
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text
+from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text, text
 
 from memory_core.db.schema_common import bookkeeping_tables
 
@@ -65,7 +65,8 @@ audit_log = Table(
 )
 
 # One row per recall: the query's digest (never the query), the candidates and why each was
-# kept or dropped. Bounded per tenant (MNEMO_RECALL_LOG_KEEP).
+# kept or dropped. Bounded per tenant (MNEMO_RECALL_LOG_KEEP). ``applied_at``: when
+# macro_sleep reinforced what the recall used (NULL: not yet).
 recall_log = Table(
     "recall_log", metadata,
     Column("id", Integer, primary_key=True),
@@ -74,19 +75,42 @@ recall_log = Table(
     Column("at", Text, nullable=False),
     Column("strategy", Text, nullable=False),
     Column("explanation", Text, nullable=False),  # JSON
+    Column("applied_at", Text),
     Index("ix_recall_log_tenant", "tenant", "id"),
+    Index("ix_recall_log_pending", "tenant", "id", sqlite_where=text("applied_at IS NULL")),
 )
 
+# The firing ledger (memory_core.maintenance.firings): one row per schedule window.
 schedule_firings = Table(
     "schedule_firings", metadata,
     Column("schedule_id", Text, primary_key=True),
     Column("window_key", Text, primary_key=True),
     Column("fired_at", Text, nullable=False),
     Column("message_id", Text),
-    Column("status", Text, nullable=False),  # enqueued | done | failed | missed
+    # claimed | enqueued | running | done | failed | missed
+    Column("status", Text, nullable=False),
     Column("finished_at", Text),
-    Column("duration_ms", Integer),
-    Column("error", Text),
+    Column("duration_ms", Integer),  # work time, summed over a window's chained runs
+    Column("error", Text),  # the exception's type name, never its text
+    # Added by ops migration 2:
+    Column("kind", Text, nullable=False, server_default="scheduled"),  # | catch_up | manual
+    Column("window_start", Text),  # NULL for a manual firing
+    Column("missed_count", Integer, nullable=False, server_default="0"),  # a missed row's span
+    Column("started_at", Text),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("counts", Text),  # JSON of the run's counts (ids and numbers, never text)
+    Index("ix_firings_schedule_start", "schedule_id", "window_start"),
+    Index("ix_firings_fired_at", "fired_at"),
+)
+
+# The weekly firing-ledger report (memory_core.maintenance.ledger), one row per window.
+firing_reports = Table(
+    "firing_reports", metadata,
+    Column("window_key", Text, primary_key=True),
+    Column("since", Text, nullable=False),
+    Column("until", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("body", Text, nullable=False),  # JSON: per schedule firings, misses, durations
 )
 
 leases = Table(

@@ -19,21 +19,21 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from memory_core.db.schema_common import bookkeeping_tables
+from memory_core.vocabulary import SOURCES, STATUSES, TIERS, sql_list
 
 metadata = MetaData()
 
-TIERS = ("working", "recent", "long_term", "archive")
-BELIEF_STATUSES = ("active", "superseded", "invalidated", "conflict", "pending_review")
-# Highest trust first. See docs/memory-model.md for why.
-SOURCES = ("user_explicit", "operator", "imported", "heuristic", "llm_inferred", "system_tool")
-
+# Commitments (memory_core.model.predicates) that are still open: what commitment_gc pages
+# through. Literal SQL shared by the partial index and the query, so the planner can use it.
+OPEN_COMMITMENTS_SQL = ("predicate IN ('plans_to', 'committed_to', 'reminder') "
+                        "AND status IN ('active', 'conflict')")
 
 def _in(column: str, values: tuple[str, ...]) -> CheckConstraint:
-    quoted = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({quoted})", name=f"ck_{column}")
+    return CheckConstraint(f"{column} IN ({sql_list(values)})", name=f"ck_{column}")
 
 
 meta, schema_migrations = bookkeeping_tables(metadata)
@@ -74,10 +74,13 @@ episodes = Table(
     Column("created_at", Text, nullable=False),
     Column("updated_at", Text, nullable=False),
     Column("expires_at", Text),
+    Column("decayed_at", Text),  # importance decayed up to this time (macro_sleep)
     UniqueConstraint("tenant", "episode_uid"),
     _in("tier", TIERS),
     Index("ix_episodes_tier", "tenant", "tier", "occurred_at"),
     Index("ix_episodes_session", "tenant", "session_id"),
+    Index("ix_episodes_expires", "tenant", "expires_at",
+          sqlite_where=text("expires_at IS NOT NULL")),
 )
 
 # An episode covers one turn or a merged run of turns; every episode points back to them.
@@ -159,13 +162,22 @@ beliefs = Table(
     Column("confidence", Float, nullable=False),
     Column("turn_uid", Text),
     Column("expires_at", Text),  # retention date
+    Column("access_count", Integer, nullable=False, server_default="0"),  # times recalled
+    Column("last_access_at", Text),
     UniqueConstraint("tenant", "belief_uid"),
-    _in("status", BELIEF_STATUSES),
+    _in("status", STATUSES),
     _in("source", SOURCES),
     CheckConstraint("confidence >= 0 AND confidence <= 1", name="ck_confidence"),
     Index("ix_beliefs_subject", "tenant", "subject_id", "predicate", "status"),
     Index("ix_beliefs_object", "tenant", "object_entity_id"),
     Index("ix_beliefs_turn", "tenant", "turn_uid"),
+    # Partial indexes: only the rows the maintenance jobs look for, so recall's plans never
+    # see them (a query can use one only when its WHERE implies the index's).
+    Index("ix_beliefs_expires", "tenant", "expires_at",
+          sqlite_where=text("expires_at IS NOT NULL")),
+    Index("ix_beliefs_open_commitments", "tenant", "id",
+          sqlite_where=text(OPEN_COMMITMENTS_SQL)),
+    Index("ix_beliefs_pending", "tenant", "id", sqlite_where=text("status = 'pending_review'")),
 )
 
 hygiene_rejections = Table(

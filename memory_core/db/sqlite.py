@@ -12,13 +12,17 @@ import contextlib
 import functools
 import importlib
 import itertools
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from memory_core.errors import StoreError
+
+# The type of every connection the factory opens. At run time it is the chosen module's
+# class (pysqlite3's has the stdlib's API), so this names the API, not the class.
+Connection = sqlite3.Connection
 
 _INSTALL_HINT = (
     "install a SQLite module that can load extensions: `pip install pysqlite3-binary` "
@@ -56,7 +60,7 @@ def sqlite_module() -> ModuleType:
         return _module
 
 
-def _load_sqlite_vec(conn: Any) -> None:
+def _load_sqlite_vec(conn: Connection) -> None:
     try:
         import sqlite_vec
     except ImportError as e:
@@ -75,7 +79,7 @@ def _load_sqlite_vec(conn: Any) -> None:
 _fts5_checked: set[int] = set()
 
 
-def _check_fts5(conn: Any) -> None:
+def _check_fts5(conn: Connection) -> None:
     mod_id = id(sqlite_module())
     if mod_id in _fts5_checked:
         return
@@ -102,14 +106,22 @@ def _file_lock(path: Path) -> threading.Lock:
 
 @functools.cache
 def _connection_class(mod: ModuleType) -> type:
-    class Connection(mod.Connection):  # type: ignore[name-defined,misc]
+    class Connection(mod.Connection):  # type: ignore[name-defined]
         """A DB-API connection that can carry ``write_lock`` (see ``write_lock``)."""
 
     return Connection
 
 
+def inserted_id(cur: sqlite3.Cursor) -> int:
+    """The row id of the row an ``INSERT`` on ``cur`` just made."""
+    rowid = cur.lastrowid
+    if rowid is None:  # only a statement that inserted nothing leaves it unset
+        raise StoreError("an INSERT made no row: this is a bug in mnemo, please report it")
+    return rowid
+
+
 @contextlib.contextmanager
-def write_lock(conn: Any) -> Iterator[None]:
+def write_lock(conn: Connection) -> Iterator[None]:
     """Hold this process's lock on the connection's file around a write.
 
     SQLite's busy handler sleeps at least a millisecond when another connection holds the
@@ -127,7 +139,7 @@ def write_lock(conn: Any) -> Iterator[None]:
 
 
 def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
-            autocheckpoint: bool = True, mmap_mb: int = 0) -> Any:
+            autocheckpoint: bool = True, mmap_mb: int = 0) -> Connection:
     """Open ``path`` with mnemo's pragmas and sqlite-vec loaded.
 
     The connection is in autocommit mode: use ``atomic()`` for transactions. ``readonly``
@@ -184,7 +196,7 @@ _savepoint_ids = itertools.count()
 
 
 @contextlib.contextmanager
-def atomic(conn: Any, *, immediate: bool = True) -> Iterator[Any]:
+def atomic(conn: Connection, *, immediate: bool = True) -> Iterator[Connection]:
     """A transaction, or a savepoint when one is already open.
 
     The outermost level uses ``BEGIN IMMEDIATE`` (takes the write lock up front, so a

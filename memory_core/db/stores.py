@@ -2,18 +2,25 @@
 
 A ``Database`` hands out one connection per thread, each opened by the connection factory.
 Opening migrates forward by default (idempotent); a database newer than the code is refused.
+``migrate_stores`` is what `mnemo db migrate` and the workers run at start; the chat process
+opens with ``migrate=False``, which only checks: a missing file is refused without being
+created, and a schema behind this code is refused untouched.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memory_core.db import migrations
-from memory_core.db.sqlite import connect
+from memory_core.db.sqlite import Connection, connect
 from memory_core.errors import StoreError
 from memory_core.settings import Settings
+
+_MIGRATE_FIX = ("run `mnemo db migrate`, or start the workers (`mnemo worker` / `mnemo up`), "
+                "which migrate both databases on start")
 
 
 class Database:
@@ -33,13 +40,13 @@ class Database:
         self._all: list[Any] = []
         self._lock = threading.Lock()
 
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         """A new connection with the factory's pragmas (the caller closes it)."""
         return connect(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=self.readonly,
                        autocheckpoint=self.autocheckpoint, mmap_mb=self.mmap_mb)
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> Connection:
         """This thread's connection, opened on first use."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
@@ -61,14 +68,20 @@ class Database:
         return migrations.check_version(self.conn, self.kind, str(self.path))
 
     def require_current(self) -> None:
-        """Raise unless the schema is exactly the one this code knows."""
+        """Raise unless the file exists and its schema is exactly the one this code knows.
+
+        Existence is checked before any connection, so a missing file is refused, not created.
+        Raises StoreError (missing, behind: the fix is `mnemo db migrate`) or
+        SchemaTooNewError (newer than this code).
+        """
+        if not self.path.exists():
+            raise StoreError(f"{self.path} (the {self.kind} database) does not exist: "
+                             f"{_MIGRATE_FIX}; or check MNEMO_DATA_DIR")
         version = self.version()
         latest = migrations.latest_version(self.kind)
         if version < latest:
-            raise StoreError(
-                f"{self.path} has schema version {version}, this mnemo needs {latest}: "
-                "run `mnemo db migrate`"
-            )
+            raise StoreError(f"{self.path} has schema version {version}, this mnemo needs "
+                             f"{latest}: {_MIGRATE_FIX}")
 
     def close(self) -> None:
         with self._lock:
@@ -82,20 +95,63 @@ class Database:
 
 
 def open_state(settings: Settings, *, migrate: bool = True, readonly: bool = False) -> Database:
-    """The state database; migrated forward unless ``migrate=False``."""
+    """The state database; migrated forward unless ``migrate=False``.
+
+    ``migrate=False`` only checks (``Database.require_current``): a missing or older file
+    is refused with the fix, and neither created nor changed.
+    """
     return _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly)
 
 
-def open_ops(settings: Settings, *, migrate: bool = True) -> Database:
-    """The ops database; migrated forward unless ``migrate=False``."""
-    return _open(settings.ops_db_path, "ops", settings, migrate=migrate, readonly=False)
+def open_ops(settings: Settings, *, migrate: bool = True,
+             autocheckpoint: bool = True) -> Database:
+    """The ops database; migrated forward unless ``migrate=False`` (then as ``open_state``).
+
+    ``autocheckpoint=False``: see ``sqlite.connect`` (the chat side's writers).
+    """
+    return _open(settings.ops_db_path, "ops", settings, migrate=migrate, readonly=False,
+                 autocheckpoint=autocheckpoint)
 
 
-def _open(path: Path, kind: str, settings: Settings, *, migrate: bool,
-          readonly: bool) -> Database:
+@dataclass(frozen=True)
+class Migrated:
+    """One database after ``migrate_stores``: its path, version and what was applied now."""
+
+    kind: str
+    path: Path
+    version: int
+    applied: tuple[migrations.Migration, ...]
+
+
+def migrate_stores(settings: Settings) -> list[Migrated]:
+    """Create or upgrade both databases to this code's schema (idempotent).
+
+    What `mnemo db migrate` runs, and the workers at start (the chat process never does).
+    Raises SchemaTooNewError for a newer database (left untouched), StoreError when
+    a file cannot be opened or is of the other kind.
+    """
+    done: list[Migrated] = []
+    for kind in ("state", "ops"):
+        db = Database(getattr(settings, f"{kind}_db_path"), kind,
+                      busy_timeout_ms=settings.busy_timeout_ms)
+        try:
+            applied = db.migrate()
+            db.require_current()
+            done.append(Migrated(kind, db.path, db.version(), tuple(applied)))
+        finally:
+            db.close()
+    return done
+
+
+def _open(path: Path, kind: str, settings: Settings, *, migrate: bool, readonly: bool,
+          autocheckpoint: bool = True) -> Database:
     db = Database(path, kind, busy_timeout_ms=settings.busy_timeout_ms, readonly=readonly,
-                  mmap_mb=settings.sqlite_mmap_mb)
-    if migrate:
-        db.migrate()
-    db.require_current()
+                  autocheckpoint=autocheckpoint, mmap_mb=settings.sqlite_mmap_mb)
+    try:
+        if migrate:
+            db.migrate()
+        db.require_current()
+    except BaseException:
+        db.close()  # a refused file is left as found: no connection kept open on it
+        raise
     return db

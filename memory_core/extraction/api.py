@@ -21,9 +21,10 @@ from memory_core.clock import from_db
 from memory_core.errors import InvalidInputError
 from memory_core.model.beliefs import BeliefInput, Checked, check_belief
 from memory_core.model.turns import CheckedTurn
+from memory_core.vocabulary import HEURISTIC
 
 Extractor = Callable[[Any], Iterable[Any]]
-DEFAULT_SOURCE = "heuristic"
+DEFAULT_SOURCE = HEURISTIC
 
 
 def default_extractor() -> Extractor:

@@ -23,7 +23,12 @@ from typing import Literal
 
 from memory_core.errors import InvalidInputError
 from memory_core.extraction import rules
-from memory_core.extraction.dates import DatePhrase, find_date_phrases, resolve_relative
+from memory_core.extraction.dates import (
+    DatePhrase,
+    Prefer,
+    find_date_phrases,
+    resolve_relative,
+)
 from memory_core.extraction.lexicon import NUMBER_WORDS, REL_PREDICATE, VERB_LEMMA
 from memory_core.extraction.text import clauses, clean_name, clean_object, clean_remembered
 from memory_core.extraction.text import sentences as split_sentences
@@ -275,7 +280,7 @@ def _dates(
     rule: rules.Rule, clause: str, phrases: list[DatePhrase], anchor: datetime
 ) -> tuple[datetime | None, datetime | None, bool]:
     """(valid_from, valid_to, found) for the rule's date role, from the clause's phrases."""
-    prefer = "future" if rule.date_role == "deadline" else "past"
+    prefer: Prefer = "future" if rule.date_role == "deadline" else "past"
     interval, before = None, False
     for p in phrases:
         interval = resolve_relative(p.text, anchor, prefer=prefer)
@@ -346,7 +351,9 @@ def _expand(
     variants = derived[multi[0]] if multi else (None,)
     out = []
     for variant in variants:
-        fill = {f: (variant if multi and f == multi[0] else derived[f][0]) for f in needed}
+        fill = {f: derived[f][0] for f in needed}
+        if multi and variant is not None:
+            fill[multi[0]] = variant
         subject, predicate, obj = (_fill(t, fill) for t in (subject_t, predicate_t, object_t))
         obj = " ".join(obj.split())
         if obj:

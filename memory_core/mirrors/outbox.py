@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import ConfigurationError
 from memory_core.settings import Settings
 
@@ -87,13 +87,13 @@ class ShipReport:
         return sum(self.per_tenant.values())
 
 
-def cursor_of(ops_conn: Any, sink: str) -> int:
+def cursor_of(ops_conn: Connection, sink: str) -> int:
     row = ops_conn.execute("SELECT last_outbox_id FROM mirror_cursors WHERE sink = ?",
                            (sink,)).fetchone()
     return int(row[0]) if row else 0
 
 
-def _move_cursor(ops_conn: Any, sink: str, last_id: int) -> None:
+def _move_cursor(ops_conn: Connection, sink: str, last_id: int) -> None:
     with atomic(ops_conn) as conn:
         conn.execute(
             "INSERT INTO mirror_cursors (sink, last_outbox_id, updated_at) VALUES (?, ?, ?) "
@@ -102,7 +102,7 @@ def _move_cursor(ops_conn: Any, sink: str, last_id: int) -> None:
             (sink, last_id, to_db(utcnow())))
 
 
-def ship_outbox(state_conn: Any, ops_conn: Any, sink: MirrorSink, *,
+def ship_outbox(state_conn: Connection, ops_conn: Connection, sink: MirrorSink, *,
                 batch: int = DEFAULT_BATCH, max_batches: int = 100) -> ShipReport:
     """Ship the outbox rows after ``sink``'s cursor, batch by batch; the cursor moves after
     each batch the sink accepted. Stops when caught up (or after ``max_batches``: the next

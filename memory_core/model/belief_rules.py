@@ -1,10 +1,10 @@
 """The write rules of beliefs, as pure functions (no database, no clock).
 
-- **Trust order** (highest first): ``user_explicit > operator > imported > heuristic >
-  llm_inferred > system_tool``. The user is the authority on their own life; an operator
-  curates; an importer records an independent source; the heuristic extractor only copies the
-  user's own words with fixed patterns, so it outranks an LLM that may infer or hallucinate;
-  system tools write structural edges (the ego anchor) that are not statements at all.
+- **Trust order**: the order of ``memory_core.vocabulary.SOURCES``, most trusted first.
+  The user is the authority on their own life; an operator curates; an importer records an
+  independent source; the heuristic extractor only copies the user's own words with fixed
+  patterns, so it outranks an LLM that may infer or hallucinate; system tools write
+  structural edges (the ego anchor) that are not statements at all.
 - **Content key** (``belief_uid``): a digest of tenant, subject entity id, predicate,
   normalised object, ``valid_from`` and source. Replaying or redelivering the same statement
   hits the same row; saying it again at a later world time, or from another source, is a new
@@ -13,7 +13,11 @@
   from the whole slot in world-time order, so any arrival order (or a replay) gives the same
   rows. A functional predicate's slot is (tenant, subject, predicate); a non-functional one's
   is that plus the normalised object (restating a fact closes the older copy of it).
-  ``invalidated`` and ``pending_review`` are decisions, never recomputed.
+  ``invalidated``, ``pending_review`` and ``expired`` are decisions, never recomputed.
+- **Expiry** (``commitment_gc``): a commitment past its time to live, or a pending-review item
+  nobody reviewed in time, becomes ``expired``: kept, never current. An expired commitment
+  keeps its world time (``as_of`` still finds it); an expired pending item gets an empty
+  one (``valid_to = valid_from``): it was never accepted as true.
 """
 
 from __future__ import annotations
@@ -24,22 +28,24 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-SOURCES: tuple[str, ...] = (
-    "user_explicit", "operator", "imported", "heuristic", "llm_inferred", "system_tool",
+from memory_core.vocabulary import (
+    ACTIVE,
+    CONFLICT,
+    EXPIRED,
+    INVALIDATED,
+    PENDING_REVIEW,
+    SOURCES,
+    SUPERSEDED,
+    USER_EXPLICIT,
 )
+
 _RANK = {source: len(SOURCES) - i for i, source in enumerate(SOURCES)}
 
-ACTIVE = "active"
-SUPERSEDED = "superseded"
-INVALIDATED = "invalidated"
-CONFLICT = "conflict"
-PENDING_REVIEW = "pending_review"
-STATUSES = (ACTIVE, SUPERSEDED, INVALIDATED, CONFLICT, PENDING_REVIEW)
-# Decisions by a person or a review: slot resolution leaves them as they are.
-STICKY = frozenset({INVALIDATED, PENDING_REVIEW})
+# Decisions by a person, a review or an expiry: slot resolution leaves them as they are.
+STICKY = frozenset({INVALIDATED, PENDING_REVIEW, EXPIRED})
 # What recall shows and what entity counts count.
 COUNTED = (ACTIVE, CONFLICT)
-PROTECTED_SOURCE = "user_explicit"
+PROTECTED_SOURCE = USER_EXPLICIT
 
 _SPACE_RE = re.compile(r"\s+")
 _EDGE_PUNCT = " \t\n.,;:!?\"'`()[]{}<>"

@@ -13,29 +13,22 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.model.belief_rules import (
-    INVALIDATED,
-    PENDING_REVIEW,
-    SOURCES,
-    Resolution,
-    content_key,
-    normalize_object,
-    render_text,
-)
+from memory_core.model.belief_rules import Resolution, content_key, normalize_object, render_text
 from memory_core.model.ego_anchor import anchor_text, sync_anchor
 from memory_core.model.entities import HUB, SELF_LABELS, display_name, entity_name, resolve
 from memory_core.model.hygiene import SPEAKER, check_subject, is_payload_object, normalize_label
 from memory_core.model.predicates import get_predicate
 from memory_core.model.self_hub import NAME_PREDICATE, sync_hub_name
-from memory_core.model.slots import NewBelief, load_rows, update_status
+from memory_core.model.slots import NewBelief, load_rows, resolve_new, update_status
 from memory_core.model.slots import insert as insert_belief
 from memory_core.model.slots import resolve as resolve_slot
 from memory_core.model.tenants import require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.validate import check_ident, check_text, db_time, optional_db_time
 from memory_core.vectors import VectorIndex
+from memory_core.vocabulary import ACTIVE, INVALIDATED, PENDING_REVIEW, SOURCES, USER_EXPLICIT
 
 MAX_LABEL_CHARS = 500
 MAX_OBJECT_CHARS = 2_000
@@ -49,7 +42,7 @@ class BeliefInput:
     predicate: str
     object: str
     valid_from: datetime | str
-    source: str = "user_explicit"
+    source: str = USER_EXPLICIT
     confidence: float = 1.0
     turn_uid: str | None = None
     valid_to: datetime | str | None = None  # an end the statement gives (a deadline)
@@ -116,7 +109,7 @@ def subject_label(c: Checked, speaker: str | None) -> str:
     return c.subject
 
 
-def predicted_texts(conn: Any, tenant: str, c: Checked, speaker: str | None) -> list[str]:
+def predicted_texts(conn: Connection, tenant: str, c: Checked, speaker: str | None) -> list[str]:
     """The texts a write of ``c`` will embed (computed before the transaction)."""
     label = subject_label(c, speaker)
     name = display_name(conn, tenant, label)
@@ -167,8 +160,8 @@ def apply_in_tx(tx: WriteTx, c: Checked, speaker: str | None = None) -> BeliefOu
                          c.object_text, c.negated),
         valid_from=c.valid_from, stated_valid_to=c.stated_valid_to, source=c.source,
         confidence=c.confidence, turn_uid=c.turn_uid, expires_at=c.expires_at,
-        status=PENDING_REVIEW if c.pending_review else "active", negated=c.negated)
-    res = resolve_slot(tx, subject_id, c.predicate, object_norm, new) or Resolution("active", None)
+        status=PENDING_REVIEW if c.pending_review else ACTIVE, negated=c.negated)
+    res = resolve_new(tx, subject_id, c.predicate, object_norm, new)
     row_id = insert_belief(tx, new, res)
     _after_change(tx, subject_id, new.object_entity_id, c.predicate)
     return BeliefOutcome("inserted", row_id, uid, res.status, subject_id, new.object_entity_id)
@@ -195,8 +188,8 @@ def _after_change(tx: WriteTx, subject_id: str, object_entity_id: str | None,
         sync_hub_name(tx)
 
 
-def _prepare(conn: Any, index: VectorIndex, tenant: str, items: list[tuple[Checked, str | None]],
-             ) -> Embeds:
+def _prepare(conn: Connection, index: VectorIndex, tenant: str,
+             items: list[tuple[Checked, str | None]]) -> Embeds:
     embeds = Embeds(index)
     texts: list[str] = []
     for c, speaker in items:
@@ -205,7 +198,7 @@ def _prepare(conn: Any, index: VectorIndex, tenant: str, items: list[tuple[Check
     return embeds
 
 
-def mutate_belief(conn: Any, index: VectorIndex, tenant: str, belief: BeliefInput,
+def mutate_belief(conn: Connection, index: VectorIndex, tenant: str, belief: BeliefInput,
                   *, speaker: str | None = None) -> BeliefOutcome:
     """Record one belief in one transaction, applying every write rule.
 
@@ -221,7 +214,7 @@ def mutate_belief(conn: Any, index: VectorIndex, tenant: str, belief: BeliefInpu
     return outcome
 
 
-def _find(conn: Any, tenant: str, belief: int | str) -> Any:
+def _find(conn: Connection, tenant: str, belief: int | str) -> Any:
     where = "id = ?" if isinstance(belief, int) else "belief_uid = ?"
     rows = load_rows(conn, tenant, where, (belief,))
     if not rows:
@@ -237,7 +230,7 @@ class InvalidateOutcome:
     reopened: list[str]  # uids whose status changed because of it (e.g. the older value)
 
 
-def invalidate_belief(conn: Any, index: VectorIndex, tenant: str,
+def invalidate_belief(conn: Connection, index: VectorIndex, tenant: str,
                       belief: int | str) -> InvalidateOutcome:
     """Mark a belief invalidated (never true); its slot is re-resolved, so an older value it
     had closed becomes active again. Idempotent. Raises NotFoundError."""
@@ -251,9 +244,7 @@ def invalidate_belief(conn: Any, index: VectorIndex, tenant: str,
         predicate = conn.execute("SELECT predicate FROM beliefs WHERE id = ?",
                                  (row.id,)).fetchone()[0]
         update_status(tx, row, Resolution(INVALIDATED, row.valid_to))
-        before = len(tx.outbox)
-        resolve_slot(tx, row.subject_id, predicate, row.object_norm)
-        reopened = [o for _, o, _ in tx.outbox[before:]]
+        reopened = resolve_slot(tx, row.subject_id, predicate, row.object_norm)
         if row.subject_id == HUB and predicate == NAME_PREDICATE:
             sync_hub_name(tx)
         tx.flush()

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import COUNTED
+from memory_core.vocabulary import sql_list
 
-_COUNTED_SQL = ", ".join(f"'{s}'" for s in COUNTED)
+_COUNTED_SQL = sql_list(COUNTED)
 
 # The single source of truth. Parameters: tenant, then an optional entity filter. Each
 # count is split into "as subject" + "as object of another subject" (a belief is counted
@@ -41,7 +43,7 @@ FROM entities e WHERE e.tenant = ?
 """
 
 
-def true_counts(conn: Any, tenant: str,
+def true_counts(conn: Connection, tenant: str,
                 entity_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
     """``entity_id -> (belief_count, graph_degree)`` computed from the beliefs."""
     if entity_ids is None:
@@ -56,7 +58,7 @@ def true_counts(conn: Any, tenant: str,
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
-def stored_counts(conn: Any, tenant: str,
+def stored_counts(conn: Connection, tenant: str,
                   entity_ids: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
     sql = "SELECT entity_id, belief_count, graph_degree FROM entities WHERE tenant = ?"
     args: list[Any] = [tenant]
@@ -68,7 +70,7 @@ def stored_counts(conn: Any, tenant: str,
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
-def recount(conn: Any, tenant: str, entity_ids: Iterable[str] | None = None) -> int:
+def recount(conn: Connection, tenant: str, entity_ids: Iterable[str] | None = None) -> int:
     """Set the stored counts from the beliefs (all entities when ``entity_ids`` is None).
 
     Returns how many entities had a wrong count. Call inside a transaction.
@@ -82,7 +84,8 @@ def recount(conn: Any, tenant: str, entity_ids: Iterable[str] | None = None) -> 
     return len(wrong)
 
 
-def count_drift(conn: Any, tenant: str) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
+def count_drift(conn: Connection, tenant: str,
+                ) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
     """Entities whose stored counts differ from a recount: ``id -> (stored, true)``."""
     truth = true_counts(conn, tenant)
     stored = stored_counts(conn, tenant)

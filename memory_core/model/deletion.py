@@ -1,6 +1,7 @@
 """Verified deletion: primary, FTS and vector rows go, a digest-only tombstone stays.
 
-``delete_memory(kind, ref)`` deletes a turn (with its episodes and the beliefs drawn from it),
+``delete_memory(kind, ref)`` (``delete_memories`` for a batch of one tenant, as the sweeps
+do) deletes a turn (with its episodes and the beliefs drawn from it),
 an episode, or a belief, in one transaction with ``PRAGMA secure_delete`` on (freed pages are
 zeroed). Beliefs leave through the normal rules (their slot is re-resolved, anchors and
 counts follow), entities left with no belief are dropped with their aliases, and each FTS
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
-from memory_core.model.belief_rules import ACTIVE
 from memory_core.model.ego_anchor import sync_anchor
 from memory_core.model.entities import HUB, rerender
 from memory_core.model.hygiene import normalize_label
@@ -28,6 +30,7 @@ from memory_core.model.slots import Row, delete, load_rows, resolve
 from memory_core.model.tenants import require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx
 from memory_core.vectors import VectorIndex
+from memory_core.vocabulary import ACTIVE
 
 KINDS = ("turn", "episode", "belief")
 _REASON_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -54,15 +57,15 @@ class _Plan:
     beliefs: dict[int, Row] = field(default_factory=dict)
 
 
-def _one(conn: Any, sql: str, params: tuple[Any, ...], what: str) -> Any:
+def _one(conn: Connection, sql: str, params: tuple[Any, ...], what: str) -> Any:
     row = conn.execute(sql, params).fetchone()
     if row is None:
         raise NotFoundError(f"{what} does not exist in this tenant: nothing was deleted")
     return row
 
 
-def _plan(conn: Any, tenant: str, kind: str, ref: int | str) -> _Plan:
-    plan = _Plan()
+def _plan(conn: Connection, tenant: str, kind: str, ref: int | str, plan: _Plan) -> _Plan:
+    """Add what deleting ``kind`` ``ref`` removes to ``plan``; raises NotFoundError."""
     col = "id" if isinstance(ref, int) else ("turn_uid" if kind == "turn" else f"{kind}_uid")
     if kind == "turn":
         tid, uid, text = _one(conn, f"SELECT id, turn_uid, text FROM turns WHERE tenant = ? AND "
@@ -88,7 +91,7 @@ def _plan(conn: Any, tenant: str, kind: str, ref: int | str) -> _Plan:
     return plan
 
 
-def _texts(conn: Any, ids: list[int]) -> dict[int, tuple[str, str]]:
+def _texts(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, predicate, text FROM beliefs WHERE id IN ({marks})",
                         ids).fetchall()
@@ -155,7 +158,7 @@ def _drop_orphans(tx: WriteTx, entity_ids: set[str]) -> int:
     return dropped
 
 
-def _confirm(conn: Any, index: VectorIndex, table: str, ids: list[int]) -> None:
+def _confirm(conn: Connection, index: VectorIndex, table: str, ids: list[int]) -> None:
     if not ids:
         return
     marks = ",".join("?" * len(ids))
@@ -194,36 +197,90 @@ def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
             "beliefs": len(plan.beliefs), "entities": orphans}
 
 
-def delete_memory(conn: Any, index: VectorIndex, tenant: str, kind: str, ref: int | str,
-                  *, reason: str = "user_request") -> DeletionReport:
-    """Delete a ``turn``, ``episode`` or ``belief`` (by id or uid) and confirm it is gone.
-
-    Raises NotFoundError, InvalidInputError, or DeletionNotConfirmedError (nothing deleted).
-    """
+def _check_args(conn: Connection, tenant: str, refs: Sequence[tuple[str, int | str]],
+                reason: str) -> None:
     require_tenant(conn, tenant)
-    if kind not in KINDS:
-        raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}")
-    if isinstance(ref, bool) or not isinstance(ref, int | str):
-        raise InvalidInputError("ref must be an id (int) or a uid (str)")
+    for kind, ref in refs:
+        if kind not in KINDS:
+            raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}")
+        if isinstance(ref, bool) or not isinstance(ref, int | str):
+            raise InvalidInputError("ref must be an id (int) or a uid (str)")
     if not isinstance(reason, str) or not _REASON_RE.match(reason):
         raise InvalidInputError("reason must be a short snake_case word, e.g. user_request")
+
+
+def _verified(conn: Connection, index: VectorIndex, tenant: str,
+              refs: Sequence[tuple[str, int | str]], reason: str, now: datetime | None,
+              missing_ok: bool) -> tuple[_Plan, dict[str, int], int, bool]:
+    """Plan, delete and confirm ``refs`` in one secure transaction; then checkpoint.
+
+    Returns the plan, the deleted counts, how many refs were already gone (``missing_ok``)
+    and whether the checkpoint completed.
+    """
     previous = conn.execute("PRAGMA secure_delete").fetchone()[0]
     conn.execute("PRAGMA secure_delete = ON")
+    skipped = 0
     try:
         if conn.execute("PRAGMA secure_delete").fetchone()[0] != 1:
             raise DeletionNotConfirmedError("SQLite refused PRAGMA secure_delete: nothing "
                                             "was deleted")
         with atomic(conn):
-            tx = WriteTx(conn, index, tenant, to_db(utcnow()), Embeds(index))
-            plan = _plan(conn, tenant, kind, ref)
+            tx = WriteTx(conn, index, tenant, to_db(now or utcnow()), Embeds(index))
+            plan = _Plan()
+            for kind, ref in refs:
+                try:
+                    _plan(conn, tenant, kind, ref, plan)
+                except NotFoundError:
+                    if not missing_ok:
+                        raise
+                    skipped += 1
             deleted = _execute(tx, plan, reason)
-            tombs = len(plan.turns) + len(plan.episodes) + len(plan.beliefs)
     finally:
         conn.execute(f"PRAGMA secure_delete = {int(previous)}")
-    report = DeletionReport(tenant, kind, str(ref), tombs, deleted)
     try:
-        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        report.checkpointed = busy == 0
+        checkpointed = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
     except Exception:
-        report.checkpointed = False
-    return report
+        checkpointed = False
+    return plan, deleted, skipped, checkpointed
+
+
+def delete_memory(conn: Connection, index: VectorIndex, tenant: str, kind: str, ref: int | str,
+                  *, reason: str = "user_request", now: datetime | None = None,
+                  ) -> DeletionReport:
+    """Delete a ``turn``, ``episode`` or ``belief`` (by id or uid) and confirm it is gone.
+
+    ``now`` stamps the tombstones (default: the clock). Raises NotFoundError,
+    InvalidInputError, or DeletionNotConfirmedError (nothing deleted).
+    """
+    _check_args(conn, tenant, [(kind, ref)], reason)
+    plan, deleted, _, checkpointed = _verified(conn, index, tenant, [(kind, ref)], reason, now,
+                                               missing_ok=False)
+    tombs = len(plan.turns) + len(plan.episodes) + len(plan.beliefs)
+    return DeletionReport(tenant, kind, str(ref), tombs, deleted, checkpointed)
+
+
+@dataclass
+class BatchDeletion:
+    tenant: str
+    deleted: dict[str, int]  # table -> rows
+    tombstones: int
+    skipped: int  # refs that were already gone
+    checkpointed: bool
+
+
+def delete_memories(conn: Connection, index: VectorIndex, tenant: str,
+                    refs: Sequence[tuple[str, int | str]], *, reason: str,
+                    now: datetime | None = None) -> BatchDeletion:
+    """Delete many ``(kind, id or uid)`` of one tenant through the same verified path, in one
+    transaction (one FTS optimise and one checkpoint for the lot: what the sweeps use).
+
+    A ref that is already gone is skipped and counted, so a rerun after a crash is
+    harmless. Raises InvalidInputError or DeletionNotConfirmedError (nothing deleted).
+    """
+    _check_args(conn, tenant, refs, reason)
+    if not refs:
+        return BatchDeletion(tenant, {}, 0, 0, True)
+    plan, deleted, skipped, checkpointed = _verified(conn, index, tenant, refs, reason, now,
+                                                     missing_ok=True)
+    tombs = len(plan.turns) + len(plan.episodes) + len(plan.beliefs)
+    return BatchDeletion(tenant, deleted, tombs, skipped, checkpointed)

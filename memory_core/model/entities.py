@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import anchor_key, normalize_object, render_text
 from memory_core.model.hygiene import check_subject, normalize_label
@@ -30,7 +30,7 @@ def mint_id(tenant: str, norm: str) -> str:
     return "ent_" + digest[:20]
 
 
-def lookup(conn: Any, tenant: str, label: str) -> str | None:
+def lookup(conn: Connection, tenant: str, label: str) -> str | None:
     """The entity a label names now, or None. Self-labels name the hub."""
     norm = normalize_label(label)
     if norm in SELF_LABELS:
@@ -40,7 +40,7 @@ def lookup(conn: Any, tenant: str, label: str) -> str | None:
     return row[0] if row else None
 
 
-def entity_name(conn: Any, tenant: str, entity_id: str) -> str:
+def entity_name(conn: Connection, tenant: str, entity_id: str) -> str:
     row = conn.execute("SELECT name FROM entities WHERE tenant = ? AND entity_id = ?",
                        (tenant, entity_id)).fetchone()
     if row is None:
@@ -49,7 +49,7 @@ def entity_name(conn: Any, tenant: str, entity_id: str) -> str:
     return row[0]
 
 
-def display_name(conn: Any, tenant: str, label: str) -> str:
+def display_name(conn: Connection, tenant: str, label: str) -> str:
     """The name a label would render with (an existing entity's, else the label itself)."""
     entity_id = lookup(conn, tenant, label)
     if entity_id is None:
@@ -156,7 +156,7 @@ class RenameResult:
     beliefs_rerendered: int
 
 
-def rename_entity(conn: Any, index: VectorIndex, tenant: str, entity_id: str,
+def rename_entity(conn: Connection, index: VectorIndex, tenant: str, entity_id: str,
                   new_name: str) -> RenameResult:
     """Give ``entity_id`` a new display name; the id stays, the old name becomes an alias.
 
@@ -174,7 +174,7 @@ def rename_entity(conn: Any, index: VectorIndex, tenant: str, entity_id: str,
     return RenameResult(tenant, entity_id, old_name, new_name, n)
 
 
-def _texts_after_rename(conn: Any, tenant: str, entity_id: str, new_name: str) -> list[str]:
+def _texts_after_rename(conn: Connection, tenant: str, entity_id: str, new_name: str) -> list[str]:
     rows = conn.execute(
         "SELECT predicate, object_text, negated FROM beliefs WHERE tenant = ? AND "
         "subject_id = ?", (tenant, entity_id)).fetchall()

@@ -15,10 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import from_db
+from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import importance
 from memory_core.model.write_tx import WriteTx
+from memory_core.vocabulary import RECENT, WORKING
 
-TIERS = ("working", "recent", "long_term", "archive")
 # English month names, independent of the process locale (strftime's %B is not).
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")
@@ -52,18 +53,18 @@ def is_explicit(text: str) -> bool:
     return _EXPLICIT_RE.search(text[:2000]) is not None
 
 
-def _tier_for(conn: Any, tenant: str, session_id: str, occurred_at: str) -> str:
+def _tier_for(conn: Connection, tenant: str, session_id: str, occurred_at: str) -> str:
     """``working`` for the current session (demoting older sessions' working episodes)."""
     latest = conn.execute(
-        "SELECT session_id, occurred_at FROM episodes WHERE tenant = ? AND tier = 'working' "
+        f"SELECT session_id, occurred_at FROM episodes WHERE tenant = ? AND tier = '{WORKING}' "
         "ORDER BY occurred_at DESC LIMIT 1", (tenant,)).fetchone()
     if latest is None or latest[0] == session_id:
-        return "working"
+        return WORKING
     if occurred_at < latest[1]:
-        return "recent"  # a late turn of an older session
-    conn.execute("UPDATE episodes SET tier = 'recent', updated_at = ? WHERE tenant = ? AND "
-                 "tier = 'working' AND session_id != ?", (occurred_at, tenant, session_id))
-    return "working"
+        return RECENT  # a late turn of an older session
+    conn.execute(f"UPDATE episodes SET tier = '{RECENT}', updated_at = ? WHERE tenant = ? AND "
+                 f"tier = '{WORKING}' AND session_id != ?", (occurred_at, tenant, session_id))
+    return WORKING
 
 
 def add_turn_episode(tx: WriteTx, turn_id: int, turn_uid: str, session_id: str, speaker: str,
@@ -84,7 +85,7 @@ def add_turn_episode(tx: WriteTx, turn_id: int, turn_uid: str, session_id: str, 
         "INSERT INTO episodes (tenant, episode_uid, session_id, tier, text, occurred_at, "
         "importance, access_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
         (tenant, uid, session_id, tier, body, occurred_at, score, tx.now, tx.now))
-    episode_id = int(cur.lastrowid)
+    episode_id = inserted_id(cur)
     conn.execute("INSERT INTO episode_turns (episode_id, turn_id) VALUES (?, ?)",
                  (episode_id, turn_id))
     tx.vector("episodes", episode_id, body)
@@ -115,7 +116,7 @@ def merge_duplicates(tx: WriteTx, session_id: str) -> int:
     conn, tenant = tx.conn, tx.tenant
     rows = conn.execute(
         "SELECT id, episode_uid, text, importance, access_count FROM episodes WHERE "
-        "tenant = ? AND session_id = ? AND tier = 'working' ORDER BY occurred_at, id",
+        f"tenant = ? AND session_id = ? AND tier = '{WORKING}' ORDER BY occurred_at, id",
         (tenant, session_id)).fetchall()
     keep: dict[str, tuple[Any, ...]] = {}
     dropped = 0
@@ -138,7 +139,11 @@ def merge_duplicates(tx: WriteTx, session_id: str) -> int:
     return dropped
 
 
-def touch(conn: Any, tenant: str, episode_ids: list[int], when: str) -> None:
-    """Record that recall used these episodes (access count and time)."""
-    conn.executemany("UPDATE episodes SET access_count = access_count + 1, last_access_at = ? "
-                     "WHERE tenant = ? AND id = ?", [(when, tenant, i) for i in episode_ids])
+def touch(conn: Connection, tenant: str, episode_ids: list[int], when: str,
+          boost: float = 0.0) -> None:
+    """Record that recall used these episodes (access count and time, once per id given)
+    and reinforce them: importance moves ``boost`` of the way to 1."""
+    conn.executemany(
+        "UPDATE episodes SET access_count = access_count + 1, last_access_at = max(coalesce("
+        "last_access_at, ''), ?), importance = importance + (1.0 - importance) * ? "
+        "WHERE tenant = ? AND id = ?", [(when, boost, tenant, i) for i in episode_ids])

@@ -10,8 +10,8 @@ before ``from`` is dropped, so the history survives any later cleanup of the liv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError
 from memory_core.model.belief_rules import anchor_key, content_key, count_contribution, render_text
 from memory_core.model.ego_anchor import sync_anchor
@@ -42,7 +42,7 @@ def _archive_ledger(tx: WriteTx, from_id: str, into_id: str) -> None:
                     "into_entity_id = ?", (into_id, tx.tenant, from_id))
 
 
-def _details(conn: Any, row_id: int) -> tuple[str, str]:
+def _details(conn: Connection, row_id: int) -> tuple[str, str]:
     return conn.execute("SELECT predicate, object_text FROM beliefs WHERE id = ?",
                         (row_id,)).fetchone()
 
@@ -112,7 +112,7 @@ def merge_in_tx(tx: WriteTx, from_id: str, into_id: str) -> MergeResult:
     return MergeResult(tenant, from_id, into_id, moved, len(rows) - moved)
 
 
-def merge_entities(conn: Any, index: VectorIndex, tenant: str, from_entity_id: str,
+def merge_entities(conn: Connection, index: VectorIndex, tenant: str, from_entity_id: str,
                    into_entity_id: str) -> MergeResult:
     """Merge ``from_entity_id`` into ``into_entity_id`` in one transaction.
 

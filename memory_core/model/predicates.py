@@ -11,8 +11,12 @@ Conventions that are not obvious from the names:
   instead of one per category; it is non-functional because categories differ.
 - Event predicates (``moved_to``, ``visited``, ``attended``, ``bought``, ``decided``) put the
   date of the event in ``valid_from`` and stay valid afterwards: the event remains true.
-- Plans and commitments (``plans_to``, ``committed_to``) put the target date or deadline in
-  ``valid_to``: after it the plan is no longer current (``commitment_gc`` expires them).
+- Commitments (``commitment=True``): ``plans_to`` (the user's plans), ``committed_to`` (a
+  promise or obligation) and ``reminder`` (what the assistant promised to remind of) put
+  their date or deadline in ``valid_to``: after it the commitment is no longer current, and
+  ``commitment_gc`` marks it ``expired`` once its grace period has passed too (an undated
+  one after its time to live). DESIGN.md's ``plans`` / ``promised`` are ``plans_to`` /
+  ``committed_to`` here.
 - ``related_to`` is the ego-anchor edge (``user -related_to-> subject``) the writer adds when a
   subject does not otherwise reach the hub; extractors do not emit it.
 - ``remembers`` holds a free fact the user explicitly asked to keep ("remember that ...").
@@ -36,6 +40,7 @@ class PredicateSpec:
     functional: bool
     object_kind: ObjectKind
     description: str
+    commitment: bool = False  # a plan or promise with a date: commitment_gc expires it
 
 
 _SPECS: tuple[PredicateSpec, ...] = (
@@ -84,8 +89,13 @@ _SPECS: tuple[PredicateSpec, ...] = (
     PredicateSpec("bought", False, "entity", "event: bought something (valid_from = purchase)"),
     PredicateSpec("is_a", False, "literal", "the kind of an entity, e.g. Max is_a dog"),
     # plans, commitments, decisions, events
-    PredicateSpec("plans_to", False, "literal", "a plan; valid_to = its target date"),
-    PredicateSpec("committed_to", False, "literal", "a promise or obligation; valid_to = due"),
+    PredicateSpec("plans_to", False, "literal", "a plan; valid_to = its target date",
+                  commitment=True),
+    PredicateSpec("committed_to", False, "literal", "a promise or obligation; valid_to = due",
+                  commitment=True),
+    PredicateSpec("reminder", False, "literal",
+                  "something the assistant promised to remind of; valid_to = when due",
+                  commitment=True),
     PredicateSpec("decided", False, "literal", "event: a decision taken"),
     PredicateSpec("attended", False, "entity", "event: attended a gathering or event"),
     # explicit free facts
@@ -93,6 +103,7 @@ _SPECS: tuple[PredicateSpec, ...] = (
 )
 
 PREDICATES: Mapping[str, PredicateSpec] = MappingProxyType({s.name: s for s in _SPECS})
+COMMITMENT_PREDICATES: tuple[str, ...] = tuple(s.name for s in _SPECS if s.commitment)
 
 
 def get_predicate(name: str) -> PredicateSpec:

@@ -13,6 +13,7 @@ from memory_core.model.entities import HUB, add_alias, entity_name, lookup, set_
 from memory_core.model.hygiene import check_subject
 from memory_core.model.merges import merge_in_tx
 from memory_core.model.write_tx import WriteTx
+from memory_core.vocabulary import ACTIVE, INVALIDATED
 
 NAME_PREDICATE = "name_is"
 
@@ -22,7 +23,7 @@ def sync_hub_name(tx: WriteTx) -> None:
     conn, tenant = tx.conn, tx.tenant
     rows = conn.execute(
         "SELECT object_text, status FROM beliefs WHERE tenant = ? AND subject_id = ? AND "
-        "predicate = ? AND status != 'invalidated' ORDER BY object_text",
+        f"predicate = ? AND status != '{INVALIDATED}' ORDER BY object_text",
         (tenant, HUB, NAME_PREDICATE)).fetchall()
     active = None
     for name, status in rows:
@@ -33,7 +34,7 @@ def sync_hub_name(tx: WriteTx) -> None:
             add_alias(tx, HUB, name)
         elif owner != HUB:
             merge_in_tx(tx, owner, HUB)
-        if status == "active":
+        if status == ACTIVE:
             active = " ".join(name.split())
     if active is not None and entity_name(conn, tenant, HUB) != active:
         set_name(tx, HUB, active)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import (
     COUNTED,
     Resolution,
@@ -18,6 +19,7 @@ from memory_core.model.belief_rules import (
 )
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.write_tx import WriteTx
+from memory_core.vocabulary import ACTIVE
 
 _COLS = ("id, belief_uid, object_norm, valid_from, source, status, valid_to, stated_valid_to, "
          "subject_id, object_entity_id, retired_at, negated")
@@ -58,7 +60,7 @@ class NewBelief:
     confidence: float
     turn_uid: str | None
     expires_at: str | None
-    status: str = "active"  # pending_review is kept; anything else is resolved
+    status: str = ACTIVE  # pending_review is kept; anything else is resolved
     negated: bool = False
 
     def slot_belief(self) -> SlotBelief:
@@ -66,12 +68,12 @@ class NewBelief:
                           self.status, None, self.stated_valid_to, self.negated)
 
 
-def load_rows(conn: Any, tenant: str, where: str, params: tuple[Any, ...]) -> list[Row]:
+def load_rows(conn: Connection, tenant: str, where: str, params: tuple[Any, ...]) -> list[Row]:
     sql = f"SELECT {_COLS} FROM beliefs WHERE tenant = ? AND {where}"
     return [Row(*r) for r in conn.execute(sql, (tenant, *params))]
 
 
-def load_slot(conn: Any, tenant: str, subject_id: str, predicate: str,
+def load_slot(conn: Connection, tenant: str, subject_id: str, predicate: str,
               object_norm: str | None) -> list[Row]:
     if object_norm is None:
         return load_rows(conn, tenant, "subject_id = ? AND predicate = ?",
@@ -99,9 +101,9 @@ def update_status(tx: WriteTx, row: Row, res: Resolution) -> bool:
     return True
 
 
-def resolve(tx: WriteTx, subject_id: str, predicate: str, object_norm: str,
-            new: NewBelief | None = None) -> Resolution | None:
-    """Re-resolve the slot of (subject, predicate[, object]); return the newcomer's result."""
+def _resolve(tx: WriteTx, subject_id: str, predicate: str, object_norm: str,
+             new: NewBelief | None) -> tuple[list[str], dict[str, Resolution]]:
+    """Re-resolve a slot (``new`` joining it); the uids it changed and every result."""
     functional = PREDICATES[predicate].functional if predicate in PREDICATES else False
     rows = load_slot(tx.conn, tx.tenant, subject_id, predicate,
                      None if functional else object_norm)
@@ -109,9 +111,20 @@ def resolve(tx: WriteTx, subject_id: str, predicate: str, object_norm: str,
     if new is not None:
         members.append(new.slot_belief())
     result = resolve_slot(members, functional)
-    for row in rows:
-        update_status(tx, row, result[row.uid])
-    return result[new.uid] if new is not None else None
+    changed = [row.uid for row in rows if update_status(tx, row, result[row.uid])]
+    return changed, result
+
+
+def resolve(tx: WriteTx, subject_id: str, predicate: str, object_norm: str) -> list[str]:
+    """Re-resolve the slot of (subject, predicate[, object]) as it stands; the uids of the
+    beliefs whose status or ``valid_to`` changed (one outbox row each)."""
+    return _resolve(tx, subject_id, predicate, object_norm, None)[0]
+
+
+def resolve_new(tx: WriteTx, subject_id: str, predicate: str, object_norm: str,
+                new: NewBelief) -> Resolution:
+    """Re-resolve the slot with ``new`` joining it (it is inserted next, with this result)."""
+    return _resolve(tx, subject_id, predicate, object_norm, new)[1][new.uid]
 
 
 def insert(tx: WriteTx, b: NewBelief, res: Resolution) -> int:
@@ -124,7 +137,7 @@ def insert(tx: WriteTx, b: NewBelief, res: Resolution) -> int:
          b.object_entity_id, b.text, b.valid_from, res.valid_to, b.stated_valid_to, tx.now,
          _retired(None, res.status, tx.now), res.status, b.source, b.confidence, b.turn_uid,
          b.expires_at, int(b.negated)))
-    row_id = int(cur.lastrowid)
+    row_id = inserted_id(cur)
     tx.count(count_contribution(res.status, b.subject_id, b.object_entity_id), +1)
     tx.vector("beliefs", row_id, b.text)
     tx.change("belief", b.uid)

@@ -1,16 +1,16 @@
 """Tenants: every row and query carries one; nothing crosses them.
 
 A tenant must be created before memory is written for it (``mnemo tenant add``); the
-default tenant (``MNEMO_TENANT``) is created by ``Memory.open()`` and the workers.
+default tenant (``MNEMO_TENANT``) is created by the workers (``Memory.open()`` never writes
+the state db).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import InvalidInputError, UnknownTenantError
 
 HUB = "user"  # every tenant's hub entity: the person memory is about
@@ -29,7 +29,7 @@ def validate_tenant(tenant: object) -> str:
     return tenant
 
 
-def create_tenant(conn: Any, tenant: str) -> bool:
+def create_tenant(conn: Connection, tenant: str) -> bool:
     """Create ``tenant`` if it does not exist. Returns True when it was created. Idempotent."""
     validate_tenant(tenant)
     with atomic(conn):
@@ -42,7 +42,7 @@ def create_tenant(conn: Any, tenant: str) -> bool:
     return created
 
 
-def ensure_hub(conn: Any, tenant: str, now: str) -> None:
+def ensure_hub(conn: Connection, tenant: str, now: str) -> None:
     """Create the tenant's hub entity ``user`` (idempotent)."""
     conn.execute(
         "INSERT OR IGNORE INTO entities (tenant, entity_id, name, kind, created_at, updated_at) "
@@ -52,7 +52,7 @@ def ensure_hub(conn: Any, tenant: str, now: str) -> None:
         "VALUES (?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB, now))
 
 
-def require_tenant(conn: Any, tenant: object) -> str:
+def require_tenant(conn: Connection, tenant: object) -> str:
     """Return ``tenant`` if it exists, else raise UnknownTenantError with the fix."""
     validate_tenant(tenant)
     row = conn.execute("SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone()
@@ -63,5 +63,5 @@ def require_tenant(conn: Any, tenant: object) -> str:
     return tenant  # type: ignore[return-value]
 
 
-def list_tenants(conn: Any) -> list[str]:
+def list_tenants(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT tenant FROM tenants ORDER BY tenant")]

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import from_db, to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic, inserted_id
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.tenants import require_tenant, validate_tenant
 from memory_core.validate import check_ident, check_text, db_time
@@ -108,13 +108,13 @@ def _row(r: Any) -> TurnRow:
     return TurnRow(r[0], r[1], r[2], r[3], r[4], r[5], from_db(r[6]), r[7])
 
 
-def get_turn(conn: Any, tenant: str, turn_uid: str) -> TurnRow | None:
+def get_turn(conn: Connection, tenant: str, turn_uid: str) -> TurnRow | None:
     r = conn.execute(f"SELECT {_COLS} FROM turns WHERE tenant = ? AND turn_uid = ?",
                      (tenant, turn_uid)).fetchone()
     return _row(r) if r else None
 
 
-def insert_turn(conn: Any, t: CheckedTurn) -> tuple[int, bool]:
+def insert_turn(conn: Connection, t: CheckedTurn) -> tuple[int, bool]:
     """Insert inside an open transaction; ``(turn id, created)``. Idempotent on turn_uid."""
     found = conn.execute(
         "SELECT id, session_id, speaker, text, occurred_at, idx FROM turns "
@@ -135,10 +135,10 @@ def insert_turn(conn: Any, t: CheckedTurn) -> tuple[int, bool]:
         "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (t.tenant, t.turn_uid, t.session_id, index, t.speaker, t.occurred_at, t.text,
          to_db(utcnow())))
-    return int(cur.lastrowid), True
+    return inserted_id(cur), True
 
 
-def record_turn(conn: Any, turn: TurnInput,
+def record_turn(conn: Connection, turn: TurnInput,
                 max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> tuple[int, bool]:
     """Store one raw turn in one transaction; ``(turn id, created)``.
 
@@ -158,7 +158,7 @@ class Recollection:
     after: list[TurnRow]
 
 
-def recollect_turn(conn: Any, tenant: str, turn_uid: str, context: int = 10) -> Recollection:
+def recollect_turn(conn: Connection, tenant: str, turn_uid: str, context: int = 10) -> Recollection:
     """The turn ``turn_uid`` with up to ``context`` turns either side of the same session.
 
     Raises NotFoundError for an unknown turn (in this tenant), InvalidInputError for a bad

@@ -13,12 +13,11 @@ import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.vectors import VectorIndex
 
 
@@ -50,7 +49,7 @@ class Embeds:
 class WriteTx:
     """Side effects of one transaction, for one tenant."""
 
-    conn: Any
+    conn: Connection
     index: VectorIndex
     tenant: str
     now: str  # storage-encoded system time of this transaction
@@ -108,7 +107,7 @@ class WriteTx:
 
 
 @contextlib.contextmanager
-def write_tx(conn: Any, index: VectorIndex, tenant: str,
+def write_tx(conn: Connection, index: VectorIndex, tenant: str,
              embeds: Embeds | None = None) -> Iterator[WriteTx]:
     """One short write transaction for ``tenant``: the vector index recorded, the rules applied
     by the caller on the yielded ``WriteTx``, its side rows flushed before commit. Embed first

@@ -2,8 +2,10 @@
 
 Visibility (every query is scoped by tenant as well):
 - beliefs: currently valid, i.e. status active or conflict and ``valid_from <= now <
-  valid_to``; with ``as_of`` the ones valid at that world time, superseded ones included
-  (what was true then); never invalidated or pending_review, never past ``expires_at``;
+  valid_to``; with ``as_of`` the ones valid at that world time, superseded and expired
+  ones included (what was true then: an expired commitment keeps its world time, an
+  expired pending-review item has none); never invalidated or pending_review, never past
+  ``expires_at``;
 - episodes: not archived (unless asked), not expired, and with ``as_of`` not after it;
 - turns: not covered by an archived episode (unless asked), with ``as_of`` not after it.
 """
@@ -13,6 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from memory_core.db.sqlite import Connection
+from memory_core.model.belief_rules import COUNTED
+from memory_core.vocabulary import ARCHIVE, EXPIRED, SUPERSEDED, sql_list
+
+# What recall shows now is what entity counts count; under ``as_of`` history joins it.
+_CURRENT_STATUSES = sql_list(COUNTED)
+_AS_OF_STATUSES = sql_list((*COUNTED, SUPERSEDED, EXPIRED))
 
 KINDS = ("belief", "episode", "turn")
 
@@ -69,8 +79,8 @@ class Scope:
 
 def belief_filter(scope: Scope, alias: str = "b") -> tuple[str, list[Any]]:
     """SQL condition (and its parameters) for a belief visible in ``scope``."""
-    statuses = "('active', 'conflict', 'superseded')" if scope.as_of else "('active', 'conflict')"
-    sql = (f"{alias}.tenant = ? AND {alias}.status IN {statuses} AND {alias}.valid_from <= ? "
+    statuses = _AS_OF_STATUSES if scope.as_of else _CURRENT_STATUSES
+    sql = (f"{alias}.tenant = ? AND {alias}.status IN ({statuses}) AND {alias}.valid_from <= ? "
            f"AND ({alias}.valid_to IS NULL OR {alias}.valid_to > ?) "
            f"AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
     return sql, [scope.tenant, scope.at, scope.at, scope.now]
@@ -81,7 +91,7 @@ def episode_filter(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
     sql = f"{alias}.tenant = ? AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ?)"
     params: list[Any] = [scope.tenant, scope.now]
     if not scope.include_archive:
-        sql += f" AND {alias}.tier != 'archive'"
+        sql += f" AND {alias}.tier != '{ARCHIVE}'"
     if scope.as_of:
         sql += f" AND {alias}.occurred_at <= ?"
         params.append(scope.as_of)
@@ -94,14 +104,14 @@ def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
     params: list[Any] = [scope.tenant]
     if not scope.include_archive:  # an archived episode's turns stay out of recall too
         sql += (f" AND NOT EXISTS (SELECT 1 FROM episode_turns et JOIN episodes ae ON "
-                f"ae.id = et.episode_id WHERE et.turn_id = {alias}.id AND ae.tier = 'archive')")
+                f"ae.id = et.episode_id WHERE et.turn_id = {alias}.id AND ae.tier = '{ARCHIVE}')")
     if scope.as_of:
         sql += f" AND {alias}.occurred_at <= ?"
         params.append(scope.as_of)
     return sql, params
 
 
-def beliefs_touching(conn: Any, scope: Scope, entity_ids: Sequence[str], columns: str,
+def beliefs_touching(conn: Connection, scope: Scope, entity_ids: Sequence[str], columns: str,
                      limit: int) -> list[tuple[Any, ...]]:
     """``columns`` (of ``b``) of the visible beliefs whose subject or object is one of
     ``entity_ids``, most confident and most recent first, at most ``limit``.
@@ -132,7 +142,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def load(conn: Any, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
+def load(conn: Connection, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
     """Visible rows of ``kind`` among ``ids`` (others are silently absent).
 
     ``NOT INDEXED`` keeps the lookup on the primary key: otherwise the planner may prefer the
@@ -148,7 +158,7 @@ def load(conn: Any, kind: str, scope: Scope, ids: Sequence[int]) -> dict[int, Ca
     return _load_turns(conn, scope, ids)
 
 
-def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = belief_filter(scope)
     rows = conn.execute(
         "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
@@ -161,7 +171,7 @@ def _load_beliefs(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidat
         object_entity_id=r[8], session_id=r[9], speaker=r[10]) for r in rows}
 
 
-def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = episode_filter(scope)
     # The turn pointers in turn order (a turn_uid holds no space) and the first speaker,
     # in the same statement.
@@ -179,7 +189,7 @@ def _load_episodes(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candida
         turn_uids=tuple(r[7].split(" ")) if r[7] else (), speaker=r[8]) for r in rows}
 
 
-def _load_turns(conn: Any, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+def _load_turns(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = turn_filter(scope)
     rows = conn.execute(
         "SELECT t.id, t.turn_uid, t.speaker, t.text, t.occurred_at, t.session_id FROM turns t "

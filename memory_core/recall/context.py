@@ -9,12 +9,12 @@ sit next to, so fusion can lift them when nothing else points at them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.recall.candidates import Candidate, Scope, episode_filter, load
 
 
-def _positions(conn: Any, tenant: str, uids: Sequence[str]) -> dict[str, tuple[str, int]]:
+def _positions(conn: Connection, tenant: str, uids: Sequence[str]) -> dict[str, tuple[str, int]]:
     if not uids:
         return {}
     rows = conn.execute(
@@ -23,7 +23,8 @@ def _positions(conn: Any, tenant: str, uids: Sequence[str]) -> dict[str, tuple[s
     return {r[0]: (r[1], int(r[2])) for r in rows}
 
 
-def neighbours(conn: Any, scope: Scope, top: Sequence[Candidate], span: int) -> list[Candidate]:
+def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate],
+               span: int) -> list[Candidate]:
     """Visible episodes next to ``top`` (best first), excluding ``top`` itself."""
     if span <= 0 or not top:
         return []

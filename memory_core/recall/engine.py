@@ -19,7 +19,7 @@ import numpy as np
 import structlog
 
 from memory_core.clock import ensure_utc, from_db, parse_iso, to_db, utcnow
-from memory_core.db.sqlite import sqlite_module
+from memory_core.db.sqlite import Connection, sqlite_module
 from memory_core.errors import EmbedderError, InvalidInputError
 from memory_core.model.tenants import require_tenant
 from memory_core.recall import context, feedback, graph, search
@@ -41,7 +41,7 @@ PPR_SEED_TOP = 5
 class RecallRun:
     """Working state of one recall (not shared between calls)."""
 
-    conn: Any
+    conn: Connection
     index: VectorIndex
     strategy: RecallStrategy
     scope: Scope
@@ -159,7 +159,7 @@ def resolve_budget(budget: Budget | int | None, items: int, tokens: int) -> Budg
                             "or None")
 
 
-def query_vector(conn: Any, index: VectorIndex, strategy: RecallStrategy,
+def query_vector(conn: Connection, index: VectorIndex, strategy: RecallStrategy,
                  text: str) -> QueryVector:
     """Embed the query for dense search, unless dense search is off (and then why)."""
     if not text:
@@ -210,14 +210,18 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
     names."""
     strat, scope = run.strategy, run.scope
 
-    def dense_lane(conn: Any) -> tuple[QueryVector, list[Fetched]]:
+    def dense_lane(conn: Connection) -> tuple[QueryVector, list[Fetched]]:
         qv = query_vector(conn, run.index, strat, run.query.text)
         if qv.vector is None:
             return qv, []
         vector = qv.vector
-        return qv, [fetch(f"{kind}_dense", lambda k=kind: search.dense(
-            conn, run.index, k, scope, vector, strat.k_for(f"{k}_dense")), dense=True)
-            for kind in ("belief", "episode")]
+
+        def dense(kind: str) -> Callable[[], list[Candidate]]:
+            return lambda: search.dense(conn, run.index, kind, scope, vector,
+                                        strat.k_for(f"{kind}_dense"))
+
+        return qv, [fetch(f"{kind}_dense", dense(kind), dense=True)
+                    for kind in ("belief", "episode")]
 
     # With a keyword-grade embedder the dense lane does next to nothing: no thread for it
     # (a helper running Python beside the caller only adds waits for the GIL).
@@ -308,7 +312,7 @@ def _load(run: RecallRun, kind: str, ids: list[int]) -> dict[int, Candidate]:
     return {i: run.pool.get((kind, i), c) for i, c in found.items()}
 
 
-def recall(conn: Any, index: VectorIndex, *, query: object, tenant: object,
+def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: object,
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,

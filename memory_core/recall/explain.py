@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic, inserted_id
 from memory_core.recall.candidates import Candidate
 
 # Compact rows: a recall weighs about 10 KB in the log, not 40 (and builds ~4x faster).
@@ -86,7 +86,7 @@ def build_explanation(ranked: Sequence[Candidate], reasons: dict[tuple[str, int]
     return f'{head[:-1]},"candidates":[{rows}]}}'
 
 
-def write_recall_log(conn: Any, tenant: str, query_digest: str, strategy: str, body: str,
+def write_recall_log(conn: Connection, tenant: str, query_digest: str, strategy: str, body: str,
                      keep: int, *, log_id: int | None = None) -> int:
     """Append one explanation (``body``, from ``build_explanation``; with id ``log_id``,
     default the next) and keep only the tenant's newest ``keep``; returns its id."""
@@ -95,14 +95,15 @@ def write_recall_log(conn: Any, tenant: str, query_digest: str, strategy: str, b
             "INSERT INTO recall_log (id, tenant, query_digest, at, strategy, explanation) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (log_id, tenant, query_digest, to_db(utcnow()), strategy, body))
-        log_id = int(cur.lastrowid)
+        log_id = inserted_id(cur)
         conn.execute(
             "DELETE FROM recall_log WHERE tenant = ? AND id <= (SELECT id FROM recall_log "
             "WHERE tenant = ? ORDER BY id DESC LIMIT 1 OFFSET ?)", (tenant, tenant, int(keep)))
     return log_id
 
 
-def recalls_of(conn: Any, tenant: str, item_id: str, limit: int = 10) -> list[dict[str, Any]]:
+def recalls_of(conn: Connection, tenant: str, item_id: str,
+               limit: int = 10) -> list[dict[str, Any]]:
     """The tenant's latest logged recalls that considered ``item_id``, newest first."""
     # Either format: a dict entry ("id":"belief:...") or a row (["belief:...").
     escaped = item_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -119,7 +120,7 @@ def recalls_of(conn: Any, tenant: str, item_id: str, limit: int = 10) -> list[di
     return out
 
 
-def last_log(conn: Any, tenant: str, log_id: int | None = None) -> dict[str, Any] | None:
+def last_log(conn: Connection, tenant: str, log_id: int | None = None) -> dict[str, Any] | None:
     """One logged recall (the newest by default) as a dict."""
     sql = "SELECT id, at, query_digest, strategy, explanation FROM recall_log WHERE tenant = ?"
     params: list[Any] = [tenant]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.db.sqlite import Connection
 from memory_core.recall import search
 from memory_core.recall.candidates import Candidate, Scope
 from memory_core.recall.query import MAX_TERMS, query_terms
@@ -37,7 +38,7 @@ def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str,
     return tuple(words)[:MAX_TERMS]
 
 
-def fts(conn: Any, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
+def fts(conn: Connection, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
         *, stats: search.TermStats | None, common_df: int, rank_budget: int,
         local_fraction: float) -> list[Candidate]:
     if not seeds or k <= 0:
@@ -49,7 +50,7 @@ def fts(conn: Any, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candida
     return [c for c in found if c.key not in exclude][:k]
 
 
-def stored_vectors(conn: Any, table: str | None, ids: Sequence[int]) -> list[np.ndarray]:
+def stored_vectors(conn: Connection, table: str | None, ids: Sequence[int]) -> list[np.ndarray]:
     if table is None or not ids:
         return []
     rows = conn.execute(f"SELECT embedding FROM {table} WHERE rowid IN "
@@ -57,8 +58,8 @@ def stored_vectors(conn: Any, table: str | None, ids: Sequence[int]) -> list[np.
     return [np.frombuffer(r[0], dtype=np.float32) for r in rows if r[0] is not None]
 
 
-def dense(conn: Any, index: Any, scope: Scope, vector: np.ndarray, seeds: Sequence[Candidate],
-          k: int, beta: float) -> list[Candidate]:
+def dense(conn: Connection, index: Any, scope: Scope, vector: np.ndarray,
+          seeds: Sequence[Candidate], k: int, beta: float) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     table = index._active_table(conn, "episodes")  # the generation being read

@@ -117,7 +117,7 @@ class Scorer:
             ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
             cand.score = cand.rrf + ppr_weight * ppr + cand.fixed_sum
             if explain:
-                cand.components = {"rrf": cand.rrf, "ppr": ppr, **cand.fixed}
+                cand.components = {"rrf": cand.rrf, "ppr": ppr, **(cand.fixed or {})}
         out.sort(key=lambda c: (-c.score, c.kind, c.row_id))
         return out
 

@@ -11,8 +11,8 @@ bounded whatever the size of memory.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import (
     Candidate,
@@ -32,7 +32,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _add_belief(graph: Graph, row_id: int, subject: str | None, obj: str | None) -> None:
+def _add_belief(graph: Graph[Node], row_id: int, subject: str | None, obj: str | None) -> None:
     node = ("belief", row_id)
     if subject:
         graph.add_edge(("entity", subject), node)
@@ -40,7 +40,7 @@ def _add_belief(graph: Graph, row_id: int, subject: str | None, obj: str | None)
         graph.add_edge(node, ("entity", obj))
 
 
-def _expand(conn: Any, graph: Graph, scope: Scope, seeds: Iterable[str],
+def _expand(conn: Connection, graph: Graph[Node], scope: Scope, seeds: Iterable[str],
             per_entity: int) -> dict[str, int]:
     """Breadth-first over entities, one indexed query per entity, until the graph is
     full; returns ``turn_uid -> belief row id`` for linking."""
@@ -65,7 +65,8 @@ def _expand(conn: Any, graph: Graph, scope: Scope, seeds: Iterable[str],
     return turn_of
 
 
-def _link_episodes(conn: Any, graph: Graph, scope: Scope, turn_of: dict[str, int]) -> None:
+def _link_episodes(conn: Connection, graph: Graph[Node], scope: Scope,
+                   turn_of: dict[str, int]) -> None:
     """Connect beliefs to the visible episodes holding the turns they came from."""
     uids = list(turn_of)[: graph.max_nodes]
     if not uids:
@@ -79,7 +80,8 @@ def _link_episodes(conn: Any, graph: Graph, scope: Scope, turn_of: dict[str, int
         graph.add_edge(("belief", turn_of[turn_uid]), ("episode", episode_id))
 
 
-def _link_candidates(conn: Any, graph: Graph, scope: Scope, pool: Sequence[Candidate]) -> None:
+def _link_candidates(conn: Connection, graph: Graph[Node], scope: Scope,
+                     pool: Sequence[Candidate]) -> None:
     """Put direct hits in the graph: beliefs by their entities, episodes by their beliefs."""
     episode_of: dict[str, int] = {}
     for cand in pool:
@@ -99,10 +101,10 @@ def _link_candidates(conn: Any, graph: Graph, scope: Scope, pool: Sequence[Candi
         graph.add_edge(("belief", row_id), ("episode", episode_of[turn_uid]))
 
 
-def ego_pagerank(conn: Any, scope: Scope, strategy: RecallStrategy, query_entities: Sequence[str],
-                 top: Sequence[Candidate]) -> dict[Node, float]:
+def ego_pagerank(conn: Connection, scope: Scope, strategy: RecallStrategy,
+                 query_entities: Sequence[str], top: Sequence[Candidate]) -> dict[Node, float]:
     """PPR scores of belief and episode nodes around the seeds (empty when there are none)."""
-    graph = Graph(strategy.ppr_max_nodes)
+    graph: Graph[Node] = Graph(strategy.ppr_max_nodes)
     seeds: dict[Node, float] = {("entity", e): 1.0 for e in query_entities}
     for cand in top:
         for ent in (cand.subject_id, cand.object_entity_id):

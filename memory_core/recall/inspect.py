@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.recall.explain import recalls_of
 from memory_core.validate import check_ident
@@ -18,6 +19,8 @@ _COUNTS_AS = {
     "superseded": "history: it was valid until valid_to; recalled only with as_of",
     "invalidated": "withdrawn: kept for the record, never recalled",
     "pending_review": "waiting for review: stored, never recalled",
+    "expired": "expired (a commitment past its date, or a review never done): kept for "
+               "history, recalled only with as_of",
 }
 _TIERS = {
     "working": "an episode of the current chat session: recalled, favoured by tier",
@@ -38,7 +41,7 @@ def split_item_id(item_id: object) -> tuple[str | None, str]:
     return None, check_ident(item_id, "item id")
 
 
-def _fetch(conn: Any, table: str, columns: str, uid_column: str, tenant: str,
+def _fetch(conn: Connection, table: str, columns: str, uid_column: str, tenant: str,
            uid: str) -> dict[str, Any] | None:
     """One row of ``table`` as a dict; ``columns`` is a SQL column list (``x AS y`` renames)."""
     cur = conn.execute(f"SELECT {columns} FROM {table} WHERE tenant = ? AND {uid_column} = ?",
@@ -47,11 +50,12 @@ def _fetch(conn: Any, table: str, columns: str, uid_column: str, tenant: str,
     return None if row is None else dict(zip([d[0] for d in cur.description], row, strict=True))
 
 
-def _belief(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
+def _belief(conn: Connection, tenant: str, uid: str) -> dict[str, Any] | None:
     out = _fetch(conn, "beliefs",
                  "belief_uid AS uid, subject_id, predicate, object_text, object_entity_id, "
                  "text, valid_from, valid_to, recorded_at, retired_at, status, source, "
-                 "confidence, turn_uid, expires_at", "belief_uid", tenant, uid)
+                 "confidence, turn_uid, expires_at, access_count, last_access_at",
+                 "belief_uid", tenant, uid)
     if out is None:
         return None
     out["why"] = (f"extracted by the {out['source']} source from turn {out['turn_uid']}"
@@ -60,7 +64,7 @@ def _belief(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
     return {"kind": "belief", **out}
 
 
-def _episode(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
+def _episode(conn: Connection, tenant: str, uid: str) -> dict[str, Any] | None:
     out = _fetch(conn, "episodes",
                  "id, episode_uid AS uid, session_id, tier, text, occurred_at, importance, "
                  "access_count, last_access_at, created_at, expires_at", "episode_uid",
@@ -75,7 +79,7 @@ def _episode(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
     return {"kind": "episode", **out}
 
 
-def _turn(conn: Any, tenant: str, uid: str) -> dict[str, Any] | None:
+def _turn(conn: Connection, tenant: str, uid: str) -> dict[str, Any] | None:
     out = _fetch(conn, "turns", "turn_uid AS uid, session_id, idx AS \"index\", speaker, "
                  "occurred_at, text", "turn_uid", tenant, uid)
     if out is None:

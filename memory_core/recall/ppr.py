@@ -8,18 +8,20 @@ change falls below ``tolerance``. Node count is bounded by whoever builds the gr
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from typing import Any, Generic, TypeVar
 
-Node = Hashable
+N = TypeVar("N", bound=Hashable)
+Node = tuple[str, Any]  # recall's nodes: ("entity", id), ("belief", row_id), ("episode", row_id)
 
 
-class Graph:
+class Graph(Generic[N]):
     """An undirected weighted graph with a node budget."""
 
     def __init__(self, max_nodes: int) -> None:
         self.max_nodes = max_nodes
-        self.adj: dict[Node, dict[Node, float]] = {}
+        self.adj: dict[N, dict[N, float]] = {}
 
-    def __contains__(self, node: Node) -> bool:
+    def __contains__(self, node: object) -> bool:
         return node in self.adj
 
     def __len__(self) -> int:
@@ -29,7 +31,7 @@ class Graph:
     def full(self) -> bool:
         return len(self.adj) >= self.max_nodes
 
-    def add_node(self, node: Node) -> bool:
+    def add_node(self, node: N) -> bool:
         """Add ``node``; False when the budget is spent (the node is not added)."""
         if node in self.adj:
             return True
@@ -38,7 +40,7 @@ class Graph:
         self.adj[node] = {}
         return True
 
-    def add_edge(self, a: Node, b: Node, weight: float = 1.0) -> bool:
+    def add_edge(self, a: N, b: N, weight: float = 1.0) -> bool:
         """Add (or strengthen) the edge a-b; False when a node could not be added."""
         if a == b or not (self.add_node(a) and self.add_node(b)):
             return False
@@ -47,9 +49,9 @@ class Graph:
         return True
 
 
-def personalized_pagerank(adj: Mapping[Node, Mapping[Node, float]],
-                          seeds: Mapping[Node, float], *, damping: float = 0.85,
-                          iterations: int = 30, tolerance: float = 1e-6) -> dict[Node, float]:
+def personalized_pagerank(adj: Mapping[N, Mapping[N, float]],
+                          seeds: Mapping[N, float], *, damping: float = 0.85,
+                          iterations: int = 30, tolerance: float = 1e-6) -> dict[N, float]:
     """Stationary scores (summing to 1) of a walk restarting at ``seeds`` (weights > 0).
 
     Seeds absent from the graph are ignored; with no usable seed every score is 0.
@@ -62,7 +64,7 @@ def personalized_pagerank(adj: Mapping[Node, Mapping[Node, float]],
     out_weight = {n: sum(nbrs.values()) for n, nbrs in adj.items()}
     scores = dict(restart)
     for _ in range(iterations):
-        nxt: dict[Node, float] = dict.fromkeys(restart, 0.0)
+        nxt: dict[N, float] = dict.fromkeys(restart, 0.0)
         dangling = 0.0
         for node, mass in scores.items():
             if mass == 0.0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,7 @@ class RecallResult:
     def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[RecallItem]:
         return iter(self.items)
 
     def by_handle(self, handle: int) -> RecallItem:

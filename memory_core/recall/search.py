@@ -13,10 +13,10 @@ import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from memory_core.db.sqlite import Connection
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import (
     ALIASES,
@@ -61,11 +61,11 @@ class TermStats:
         self._cache: dict[tuple[str, str], tuple[float, int, int]] = {}  # time, count, cap
         self._lock = threading.Lock()
 
-    def df(self, conn: Any, table: str, term: str, cap: int) -> int:
+    def df(self, conn: Connection, table: str, term: str, cap: int) -> int:
         """Matches of ``term`` in ``table``'s FTS index, counted up to ``cap``."""
         return self.dfs(conn, table, (term,), cap)[term]
 
-    def dfs(self, conn: Any, table: str, terms: Sequence[str], cap: int) -> dict[str, int]:
+    def dfs(self, conn: Connection, table: str, terms: Sequence[str], cap: int) -> dict[str, int]:
         """``df`` of each of ``terms``; the ones not cached are counted in one statement."""
         now = time.monotonic()
         out: dict[str, int] = {}
@@ -90,7 +90,7 @@ class TermStats:
                     out[term] = int(count)
         return out
 
-    def tenant_rows(self, conn: Any, table: str, tenant: str) -> int:
+    def tenant_rows(self, conn: Connection, table: str, tenant: str) -> int:
         """Rows of ``tenant`` in ``table`` (cached like the frequencies)."""
         key = (table, "\x00rows\x00" + tenant)
         now = time.monotonic()
@@ -104,7 +104,7 @@ class TermStats:
             self._cache[key] = (now, count, count + 1)  # exact
         return count
 
-    def tenant_df(self, conn: Any, table: str, tenant: str, term: str, cap: int) -> int:
+    def tenant_df(self, conn: Connection, table: str, tenant: str, term: str, cap: int) -> int:
         """Matches of ``term`` among ``tenant``'s rows, counted up to ``cap`` (not cached:
         only asked for terms frequent in the whole index and small tenants)."""
         return int(conn.execute(
@@ -113,7 +113,7 @@ class TermStats:
             (fts_expression((term,)), tenant, int(cap))).fetchone()[0])
 
 
-def _locally_common(conn: Any, stats: TermStats, table: str, tenant: str, term: str,
+def _locally_common(conn: Connection, stats: TermStats, table: str, tenant: str, term: str,
                     global_df: int, fraction: float) -> bool:
     """True when ``term`` is in at least ``fraction`` of the tenant's rows (a stopword for
     this tenant, such as the name of whoever speaks in every turn). bm25's idf comes from
@@ -139,7 +139,7 @@ class TermPlan:
     other: tuple[str, ...] = ()
 
 
-def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str, ...],
+def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tuple[str, ...],
                common_df: int, rank_budget: int = 0, tenant: str = "",
                local_fraction: float = 0.0) -> TermPlan:
     """Split ``terms`` into the ones ranked exactly and the rest (``TermPlan``).
@@ -162,7 +162,8 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
         conn, stats, table, tenant, t, dfs[t], local_fraction)), key=lambda t: dfs[t])
     if not kept:
         return TermPlan((), terms)
-    chosen, rows = [], 0
+    chosen: list[str] = []
+    rows = 0
     for t in kept:
         if chosen and rank_budget > 0 and rows + dfs[t] > rank_budget:
             break
@@ -172,7 +173,7 @@ def plan_terms(conn: Any, stats: TermStats | None, table: str, terms: tuple[str,
                     tuple(t for t in terms if t in kept and t not in chosen))
 
 
-def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
+def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         stats: TermStats | None = None, common_df: int = 0, rank_budget: int = 0,
         local_fraction: float = 0.0, rare_only: bool = False) -> list[Candidate]:
     """Rows of ``kind`` matching any of ``terms`` by bm25, best first, with the ranking
@@ -197,7 +198,9 @@ def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         # The rarer terms' matches are all in: rows matching only common terms come next,
         # the best of their newest matches.
         seen = set(ids)
-        fill = [r for r, _ in _best(conn, table, fts_expression(plan.other), limit - len(ids),
+        other = fts_expression(plan.other)
+        assert other is not None  # plan.other holds terms
+        fill = [r for r, _ in _best(conn, table, other, limit - len(ids),
                                     window=min(rank_budget or common_df, FILL_WINDOW * k))
                 if r not in seen]
         found += _load_first(conn, kind, scope, fill, k - len(found))
@@ -207,7 +210,7 @@ def fts(conn: Any, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
     return _fts_scoped(conn, kind, scope, plan, k)
 
 
-def _load_first(conn: Any, kind: str, scope: Scope, ids: Sequence[int],
+def _load_first(conn: Connection, kind: str, scope: Scope, ids: Sequence[int],
                 k: int) -> list[Candidate]:
     """The first ``k`` visible rows of ``ids``, in order: loads ``k`` ids, and the rest only
     when some of those are hidden (other tenants, other times)."""
@@ -217,7 +220,7 @@ def _load_first(conn: Any, kind: str, scope: Scope, ids: Sequence[int],
     return found
 
 
-def _best(conn: Any, table: str, expression: str, limit: int,
+def _best(conn: Connection, table: str, expression: str, limit: int,
           window: int = 0) -> list[tuple[int, float]]:
     """(rowid, bm25 rank) of the best ``limit`` matches, best first; with ``window``, of
     the newest ``window`` matches only."""
@@ -228,7 +231,7 @@ def _best(conn: Any, table: str, expression: str, limit: int,
                         (expression, int(limit))).fetchall()
 
 
-def _ranked_ids(conn: Any, table: str, plan: TermPlan, limit: int) -> list[int]:
+def _ranked_ids(conn: Connection, table: str, plan: TermPlan, limit: int) -> list[int]:
     """The best ``limit`` rows matching an essential term, by bm25 over every term."""
     essential = fts_expression(plan.essential)
     if not essential:
@@ -243,7 +246,8 @@ def _ranked_ids(conn: Any, table: str, plan: TermPlan, limit: int) -> list[int]:
     return sorted(scores, key=scores.__getitem__)[:limit]
 
 
-def _fts_scoped(conn: Any, kind: str, scope: Scope, plan: TermPlan, k: int) -> list[Candidate]:
+def _fts_scoped(conn: Connection, kind: str, scope: Scope, plan: TermPlan,
+                k: int) -> list[Candidate]:
     table, alias = TABLES[kind], ALIASES[kind]
     cond, params = FILTERS[kind](scope, alias)
     # Rank the essential terms' matches; with none (every term common), the newest matches.
@@ -259,7 +263,7 @@ def _fts_scoped(conn: Any, kind: str, scope: Scope, plan: TermPlan, k: int) -> l
     return _in_order(load(conn, kind, scope, ids), ids)
 
 
-def dense(conn: Any, index: VectorIndex, kind: str, scope: Scope, vector: np.ndarray,
+def dense(conn: Connection, index: VectorIndex, kind: str, scope: Scope, vector: np.ndarray,
           k: int) -> list[Candidate]:
     """Nearest visible rows of ``kind`` by cosine distance, best first. May raise the
     driver's error for a broken vector table (the caller degrades to keyword-only)."""
@@ -287,7 +291,7 @@ def _ngrams(text: str) -> list[str]:
     return list(grams)
 
 
-def query_entities(conn: Any, tenant: str, text: str) -> list[str]:
+def query_entities(conn: Connection, tenant: str, text: str) -> list[str]:
     """Entity ids of the tenant named in ``text`` by a name, an alias or the id itself."""
     grams = _ngrams(text)
     if not grams:
@@ -301,7 +305,7 @@ def query_entities(conn: Any, tenant: str, text: str) -> list[str]:
     return sorted({r[0] for r in rows if r[0] != HUB})
 
 
-def beliefs_about(conn: Any, scope: Scope, entity_ids: Sequence[str],
+def beliefs_about(conn: Connection, scope: Scope, entity_ids: Sequence[str],
                   k: int) -> list[Candidate]:
     """Visible beliefs whose subject or object is one of ``entity_ids``: most confident and
     most recent first."""

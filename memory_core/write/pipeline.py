@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db.sqlite import atomic
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.db.stores import Database
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.extraction.api import Extractor, candidates_for, default_extractor, extractor_name
@@ -64,7 +64,7 @@ def _key(kind: str, tenant: str, turn_uid: str, extra: str = "") -> str:
     return f"{kind}:{tenant}:{turn_uid}" + (f":{extra}" if extra else "")
 
 
-def _claim(conn: Any, key: str, now: str) -> bool:
+def _claim(conn: Connection, key: str, now: str) -> bool:
     """Write the idempotency key; False when it was already there."""
     cur = conn.execute("INSERT OR IGNORE INTO applied_jobs (key, applied_at) VALUES (?, ?)",
                        (key, now))
@@ -90,7 +90,7 @@ def _record(tx: WriteTx, t: CheckedTurn) -> TurnRecord | None:
     return TurnRecord(t.tenant, t.turn_uid, turn_id, t.session_id, episode_id, ep_uid, created)
 
 
-def _turn_ids(conn: Any, tenant: str, turn_uid: str) -> list[int]:
+def _turn_ids(conn: Connection, tenant: str, turn_uid: str) -> list[int]:
     rows = conn.execute("SELECT id FROM beliefs WHERE tenant = ? AND turn_uid = ? ORDER BY id",
                         (tenant, turn_uid)).fetchall()
     return [r[0] for r in rows]
@@ -115,8 +115,8 @@ def _apply(tx: WriteTx, turn_id: int, t: CheckedTurn, checked: list[Checked],
     return ids
 
 
-def _prepare(conn: Any, index: VectorIndex, work: Iterable[tuple[CheckedTurn, list[Checked]]],
-             ) -> Embeds:
+def _prepare(conn: Connection, index: VectorIndex,
+             work: Iterable[tuple[CheckedTurn, list[Checked]]]) -> Embeds:
     embeds = Embeds(index)
     texts: list[str] = []
     for t, checked in work:
@@ -144,13 +144,13 @@ def record_turn_and_episode(state_db: Database, index: VectorIndex,
     return record
 
 
-def _was_deleted(conn: Any, tenant: str, turn_uid: str) -> bool:
+def _was_deleted(conn: Connection, tenant: str, turn_uid: str) -> bool:
     claimed = conn.execute("SELECT 1 FROM applied_jobs WHERE key = ?",
                            (_key("record_turn", tenant, turn_uid),)).fetchone()
     return claimed is not None and get_turn(conn, tenant, turn_uid) is None
 
 
-def _recorded(conn: Any, tenant: str, turn_uid: str) -> tuple[int, CheckedTurn]:
+def _recorded(conn: Connection, tenant: str, turn_uid: str) -> tuple[int, CheckedTurn]:
     row = get_turn(conn, tenant, turn_uid)
     if row is None:
         raise NotFoundError(f"turn {turn_uid!r} is not recorded in tenant {tenant!r}: record "
@@ -178,7 +178,7 @@ def extract_and_apply(state_db: Database, index: VectorIndex, tenant: str, turn_
     return ids
 
 
-def _subjects_of_turn(conn: Any, tenant: str, turn_uid: str) -> list[str]:
+def _subjects_of_turn(conn: Connection, tenant: str, turn_uid: str) -> list[str]:
     rows = conn.execute("SELECT DISTINCT subject_id FROM beliefs WHERE tenant = ? AND "
                         "turn_uid = ?", (tenant, turn_uid)).fetchall()
     return sorted(r[0] for r in rows)
@@ -211,7 +211,7 @@ class ConsolidationReport:
     counts_fixed: int
 
 
-def _slots(conn: Any, tenant: str, subjects: Sequence[str]) -> list[tuple[str, str, str]]:
+def _slots(conn: Connection, tenant: str, subjects: Sequence[str]) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     for subject in subjects:
         rows = conn.execute("SELECT DISTINCT predicate, object_norm FROM beliefs WHERE "
@@ -220,7 +220,7 @@ def _slots(conn: Any, tenant: str, subjects: Sequence[str]) -> list[tuple[str, s
     return out
 
 
-def _turn_slots(conn: Any, tenant: str, turn_uid: str) -> list[tuple[str, str, str]]:
+def _turn_slots(conn: Connection, tenant: str, turn_uid: str) -> list[tuple[str, str, str]]:
     """The slots the turn's beliefs are in (not every slot of their subjects: the hub's
     grow with the whole history, and a turn only touched its own)."""
     rows = conn.execute("SELECT DISTINCT subject_id, predicate, object_norm FROM beliefs "
@@ -229,7 +229,7 @@ def _turn_slots(conn: Any, tenant: str, turn_uid: str) -> list[tuple[str, str, s
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-def _touched_entities(conn: Any, tenant: str, slots: Sequence[tuple[str, str, str]],
+def _touched_entities(conn: Connection, tenant: str, slots: Sequence[tuple[str, str, str]],
                       turn_uid: str | None) -> set[str]:
     subjects = sorted({s for s, _, _ in slots})
     if turn_uid is not None:
@@ -261,17 +261,16 @@ def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, sessi
             slots = _slots(conn, tenant, sorted(set(subject_ids)))
         else:
             slots = _turn_slots(conn, tenant, turn_uid) if turn_uid else []
-        for subject, predicate, object_norm in slots:
-            resolve(tx, subject, predicate, object_norm)
-        changed = len(tx.outbox) - 2 * merged
+        changed = sum(len(resolve(tx, subject, predicate, object_norm))
+                      for subject, predicate, object_norm in slots)
         tx.flush()
         touched = _touched_entities(conn, tenant, slots,
                                     turn_uid if subject_ids is None else None)
         fixed = counts.recount(conn, tenant, touched)
-    return ConsolidationReport(tenant, session_id, merged, len(slots), max(changed, 0), fixed)
+    return ConsolidationReport(tenant, session_id, merged, len(slots), changed, fixed)
 
 
-def _check_batch(conn: Any, turns: Sequence[TurnInput | Mapping[str, Any]],
+def _check_batch(conn: Connection, turns: Sequence[TurnInput | Mapping[str, Any]],
                  max_turn_chars: int) -> list[CheckedTurn]:
     if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
         raise InvalidInputError("turns must be a list of TurnInput")

@@ -7,21 +7,30 @@ Exit codes: 0 success, 1 a mnemo error (the message says what and how to fix it)
 from __future__ import annotations
 
 from scripts.cli.app import main
+from scripts.cli.backup import backup, restore, restore_drill
 from scripts.cli.db import db
 from scripts.cli.demo import demo
+from scripts.cli.digest import digest
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
 from scripts.cli.recall import recall
+from scripts.cli.schedules import schedules
 from scripts.cli.tenant import tenant
-from scripts.cli.worker import up, worker
+from scripts.cli.worker import scheduler, up, worker
 
+main.add_command(backup)
 main.add_command(db)
 main.add_command(demo)
+main.add_command(digest)
 main.add_command(ingest)
 main.add_command(memory)
 main.add_command(queue)
 main.add_command(recall)
+main.add_command(restore)
+main.add_command(restore_drill)
+main.add_command(scheduler)
+main.add_command(schedules)
 main.add_command(tenant)
 main.add_command(up)
 main.add_command(worker)

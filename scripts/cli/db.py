@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from memory_core.db import open_ops, open_state
 from memory_core.db import stores as stores_mod
 from memory_core.db.migrations import latest_version
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
@@ -28,24 +29,16 @@ def migrate(obj: Ctx, as_json: bool) -> None:
     """Create or upgrade memory_state.db and memory_ops.db to this version's schema.
 
     Idempotent: running it again applies nothing. A database newer than this mnemo is
-    refused, untouched.
+    refused, untouched. The workers run the same at start; the chat process (Memory.open)
+    never migrates: it refuses a database that is missing or behind until this has run.
 
     Example:
 
         MNEMO_DATA_DIR=/var/lib/mnemo mnemo db migrate
     """
-    rows = []
-    for kind, opener in (("state", open_state), ("ops", open_ops)):
-        database = stores_mod.Database(
-            getattr(obj.settings, f"{kind}_db_path"), kind,
-            busy_timeout_ms=obj.settings.busy_timeout_ms,
-        )
-        applied = database.migrate()
-        database.close()
-        opened = opener(obj.settings, migrate=False)
-        rows.append({"database": str(opened.path), "version": opened.version(),
-                     "applied": [f"{m.version:04d} {m.name}" for m in applied]})
-        opened.close()
+    rows: list[dict[str, Any]] = [{"database": str(m.path), "version": m.version,
+             "applied": [f"{a.version:04d} {a.name}" for a in m.applied]}
+            for m in stores_mod.migrate_stores(obj.settings)]
     if as_json:
         emit_json(rows)
         return

@@ -14,7 +14,7 @@ import click
 from memory_core import Memory
 from memory_core.brokers import make_broker
 from memory_core.chat.post_turn import parse_turn_lines, turn_payload
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
 from memory_core.model.tenants import create_tenant
@@ -88,7 +88,8 @@ def _show(question: str, as_of: str | None, result: RecallResult, top: int) -> N
 
 def run_demo(settings: Settings, *, processes: int, timeout_s: float, top: int) -> None:
     turns = demo_turns()
-    state = open_state(settings)
+    migrate_stores(settings)  # set-up, as `mnemo db migrate`: Memory.open only checks
+    state = open_state(settings, migrate=False)
     create_tenant(state.conn, TENANT)
     state.close()
     pool = WorkerPool(settings, processes=processes, threads=2, grace_s=5)

@@ -10,6 +10,7 @@ from memory_core.status import memory_status
 from memory_core.vectors import VectorIndex
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, progress
 from scripts.cli.memory_recall_cmds import explain, recollect
+from scripts.cli.memory_sweep import sweep_cmd
 
 
 @click.group()
@@ -106,3 +107,4 @@ def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
 # Defined beside recall's own CLI module; they belong to the `memory` noun.
 memory.add_command(explain)
 memory.add_command(recollect)
+memory.add_command(sweep_cmd)

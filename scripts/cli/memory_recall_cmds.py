@@ -26,8 +26,12 @@ def explain(obj: Ctx, item_id: str, tenant: str | None, as_json: bool) -> None:
         mnemo memory explain belief:b_3f2a... --tenant acme
     """
     tenant = tenant or obj.settings.default_tenant
-    state = open_state(obj.settings, migrate=False, readonly=True)
-    ops = open_ops(obj.settings)
+    state = open_state(obj.settings, migrate=False, readonly=True)  # reads as the chat does
+    try:
+        ops = open_ops(obj.settings, migrate=False)
+    except BaseException:
+        state.close()
+        raise
     try:
         report = explain_item(state.conn, ops.conn, tenant, item_id)
     finally:

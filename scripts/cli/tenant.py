@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.model.tenants import create_tenant, list_tenants
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
 
@@ -30,7 +30,8 @@ def add(obj: Ctx, name: str) -> None:
 
         mnemo tenant add acme
     """
-    db = open_state(obj.settings)
+    migrate_stores(obj.settings)  # set-up: afterwards a chat process can open memory
+    db = open_state(obj.settings, migrate=False)
     created = create_tenant(db.conn, name)
     db.close()
     click.echo(f"tenant {name} {'created' if created else 'already exists'}")

@@ -1,11 +1,12 @@
-"""``mnemo worker`` and ``mnemo up``: run the worker pool."""
+"""``mnemo worker``, ``mnemo scheduler`` and ``mnemo up``: the worker pool, the scheduler, both."""
 
 from __future__ import annotations
 
 import click
 
+from schedules.bootstrap import run_scheduler, start_memory_worker
 from scripts.cli.app import Ctx, handle_errors, progress
-from workers.entry import DEFAULT_GRACE_S
+from workers.entry import DEFAULT_GRACE_S, stop_on_signals
 from workers.pool import run_pool
 
 processes_option = click.option(
@@ -37,7 +38,8 @@ def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> 
 def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
     """Run the worker pool: N processes x M threads consuming every queue.
 
-    Runs until SIGTERM or Ctrl-C; then each process finishes its in-flight messages (up to
+    Migrates both databases first (as `mnemo db migrate`), then serves. Runs until SIGTERM
+    or Ctrl-C; then each process finishes its in-flight messages (up to
     --grace seconds), returns the rest to the queue and exits. A process that dies is
     restarted. Memory lives in the SQLite files of MNEMO_DATA_DIR, so run the workers of
     one data directory on the machine that holds it (with either broker; Redis lets chat
@@ -57,11 +59,41 @@ def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -
 @click.pass_obj
 @handle_errors
 def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
-    """Run everything a single machine needs: the worker pool (and, once the schedules
-    land, the scheduler) on the configured broker, embedded by default.
+    """Run everything a single machine needs: the worker pool and the scheduler (the eight
+    maintenance schedules) on the configured broker, embedded by default. Migrates both
+    databases first (as `mnemo db migrate`).
+
+    The scheduler stands for the leader lease like any `mnemo scheduler`: if another
+    scheduler already leads, this one stands by. SIGTERM or Ctrl-C stops both cleanly.
 
     Example:
 
         MNEMO_DATA_DIR=~/mnemo-data mnemo up
     """
-    _run(obj, processes, threads, grace)
+    service = start_memory_worker(obj.settings)
+    try:
+        _run(obj, processes, threads, grace)
+    finally:
+        service.stop()
+
+
+@click.command()
+@click.pass_obj
+@handle_errors
+def scheduler(obj: Ctx) -> None:
+    """Run the scheduler only: the eight maintenance schedules, each firing only enqueues.
+
+    Any number may run (on any host, with Redis): one holds the leader lease
+    (MNEMO_SCHEDULER_LEASE_SECONDS) and fires; the others stand by and take over within
+    about the lease time when it dies. Windows missed while none ran are caught up once per
+    schedule when one starts, and recorded as missed (`mnemo schedules history ID`).
+    Runs until SIGTERM or Ctrl-C, then gives the lease up.
+
+    Example:
+
+        mnemo scheduler
+    """
+    settings = obj.settings
+    progress(f"mnemo: scheduler on the {settings.broker_kind} broker (lease "
+             f"{settings.scheduler_lease_seconds} s); SIGTERM or Ctrl-C stops it")
+    run_scheduler(settings, stop_on_signals())

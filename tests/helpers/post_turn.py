@@ -60,21 +60,50 @@ def record_messages(settings: Settings, turns: list[dict[str, Any]]) -> list[Mes
 
 TABLES: dict[str, str] = {
     "turns": "SELECT tenant, turn_uid, session_id, idx, speaker, occurred_at, text FROM turns",
+    # The turn pointers sorted: episode_turns rows are inserted in arrival order.
     "episodes": "SELECT e.tenant, e.episode_uid, e.session_id, e.tier, e.text, e.occurred_at, "
-                "e.importance, (SELECT group_concat(t.turn_uid) FROM episode_turns et JOIN "
-                "turns t ON t.id = et.turn_id WHERE et.episode_id = e.id) FROM episodes e",
+                "e.importance, (SELECT group_concat(t.turn_uid, ',' ORDER BY t.turn_uid) FROM "
+                "episode_turns et JOIN turns t ON t.id = et.turn_id WHERE et.episode_id = e.id) "
+                "FROM episodes e",
     "beliefs": "SELECT tenant, belief_uid, subject_id, predicate, object_text, object_norm, "
                "object_entity_id, text, valid_from, valid_to, stated_valid_to, status, "
                "source, confidence, turn_uid, negated FROM beliefs",
     "entities": "SELECT tenant, entity_id, name, kind, belief_count, graph_degree "
                 "FROM entities",
+    # What the idempotency keys guard: a re-applied extraction would count its rejected
+    # candidates again, a lost claim would leave its key out. ``last_at`` and ``applied_at``
+    # are system time (when the write ran), so they are left out like ``recorded_at``.
+    "hygiene_rejections": "SELECT tenant, reason, count FROM hygiene_rejections",
+    "applied_jobs": "SELECT key FROM applied_jobs",
 }
+# A candidate the heuristic extractor draws and the write refuses (its deadline is before the
+# turn): one ``invalid_candidate`` in hygiene_rejections per extraction of the turn.
+REFUSED_TEXT = "I promised to call Ana by last Monday."
+
+
+def outbox_rows(conn: Any) -> list[tuple[Any, ...]]:
+    """The outbox in order, without row ids and ``created_at`` (system time)."""
+    return conn.execute("SELECT tenant, kind, object_id, op FROM outbox ORDER BY id").fetchall()
+
+
+def mirrored(conn: Any) -> list[tuple[Any, ...]]:
+    """What a mirror that applied the outbox in order holds: each object whose last change
+    is an upsert.
+
+    Not the rows themselves: the rows record the changes on the way, and those depend on
+    arrival order (a belief that arrives before an older one of its slot is written active,
+    then closed; an ego anchor can be added and dropped again), while the end state must not.
+    """
+    last = {(tenant, kind, obj): op for tenant, kind, obj, op in outbox_rows(conn)}
+    return sorted(key for key, op in last.items() if op == "upsert")
 
 
 def snapshot(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """The memory tables without row ids and system time (which depend on arrival order)."""
-    return {name: sorted(conn.execute(sql).fetchall(), key=repr)
-            for name, sql in TABLES.items()}
+    """The memory tables, the idempotency bookkeeping and what the mirrors get, without row
+    ids and system time (which depend on arrival order)."""
+    tables = {name: sorted(conn.execute(sql).fetchall(), key=repr)
+              for name, sql in TABLES.items()}
+    return {**tables, "outbox": mirrored(conn)}
 
 
 @dataclass

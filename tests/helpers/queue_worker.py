@@ -1,11 +1,12 @@
 """A real worker process for the queue tests, built by ``workers.entry`` with a test actor.
 
-Usage: python -m tests.helpers.queue_worker --marker FILE [--hang] [--sleep S] [--namespace NS]
-       [--threads N] [--heartbeat-ms MS] [--maintenance-s S]
+Usage: python -m tests.helpers.queue_worker --marker FILE [--hang] [--fail] [--sleep S]
+       [--namespace NS] [--threads N] [--heartbeat-ms MS] [--maintenance-s S]
 
 Settings come from MNEMO_* in the environment (data dir, broker URL, lease). The actor
 ``mark(key)`` on queue ``contract`` appends "KEY PID start" to FILE, sleeps S seconds (with
---hang: until killed), then appends "KEY PID done". Appends of one short line are atomic, so
+--hang: until killed), then appends "KEY PID done"; with --fail it raises instead (three
+retries 100 ms to 1 s apart, then a dead letter). Appends of one short line are atomic, so
 several processes can share FILE.
 """
 
@@ -36,6 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--marker", required=True)
     parser.add_argument("--hang", action="store_true")
+    parser.add_argument("--fail", action="store_true")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--namespace", default="mnemo")
     parser.add_argument("--threads", type=int, default=2)
@@ -47,6 +49,8 @@ def main() -> None:
         _append(args.marker, f"{key} {os.getpid()} start")
         if args.hang:
             time.sleep(3600)
+        if args.fail:
+            raise RuntimeError("mark failed on purpose")
         time.sleep(args.sleep)
         _append(args.marker, f"{key} {os.getpid()} done")
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from memory_core import Memory
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.db.stores import Database
 from memory_core.embedders.factory import make_embedder
 from memory_core.settings import Settings
@@ -18,8 +18,10 @@ from tests.helpers.recall_seed import Seeder
 
 @pytest.fixture
 def seeded(settings: Settings) -> Iterator[tuple[Seeder, Database]]:
-    """A state db with tenant ``acme`` and a seeder writing rows the way the write path does."""
-    db = open_state(settings)
+    """Both databases migrated (as `mnemo db migrate` does: Memory.open only checks), and a
+    seeder writing rows to tenant ``acme`` of the state db the way the write path does."""
+    migrate_stores(settings)
+    db = open_state(settings, migrate=False)
     seeder = Seeder(db.conn, VectorIndex(make_embedder(settings)))
     seeder.tenant("acme")
     yield seeder, db

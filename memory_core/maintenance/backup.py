@@ -1,0 +1,203 @@
+"""The ``backup`` job: both databases, per-tenant exports, a manifest, retention.
+
+Online: each database is copied with SQLite's backup API, a few pages per step, from a
+connection that holds one read transaction for the whole copy. In WAL mode that read
+transaction blocks no one (the chat process reads, workers write on), and it pins the
+snapshot, so the copy is consistent and never restarts however busy the writers are (a
+paged backup without it starts over after every foreign write). The exports are then read
+from those copies, not from the live files.
+
+The folder is written under a temporary name and renamed into place when complete (see
+``backup_files``). Idempotent per window: a window that already has a complete backup is
+not backed up again. The manifest is also recorded in ``backup_manifests`` (memory_ops.db).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memory_core.clock import to_db
+from memory_core.db.sqlite import Connection, atomic, connect, inserted_id, sqlite_module
+from memory_core.db.stores import Database
+from memory_core.maintenance import backup_files as files
+from memory_core.maintenance.base import JobEnv, JobReport
+from memory_core.maintenance.common import tenants
+from memory_core.maintenance.exports import export_tenant
+from memory_core.maintenance.pg_dump import DUMP_FILE, dump_postgres
+from memory_core.settings import Settings
+
+log = structlog.get_logger("mnemo.maintenance")
+
+PAGES_PER_STEP = 1024  # 4 MiB a step: the source's lock is only taken per step
+# meta keys memory_core.vectors writes: which embedder built the vectors in this copy
+_EMBEDDER_KEYS = ("embedder_identity", "embedder_dim", "vector_generation")
+
+Progress = Callable[[int, int, int], object]
+
+
+def backup(env: JobEnv) -> JobReport:
+    """Back up both databases into a new folder (once per window), then apply retention."""
+    root = env.settings.backups_path
+    report = JobReport("backup")
+    with files.folder_lock(root):
+        done = [b for b in files.list_backups(root) if b.window == env.window]
+        if done:
+            info = done[-1]
+            record_manifest(env.ops, info)  # a crash may have come between rename and record
+            report.counts.update(existing=1, backup=info.name)
+            return report
+        files.clean_leftovers(root)
+        info = _make(env, root)
+        record_manifest(env.ops, info)
+        deleted = apply_retention(env.ops, root, env.settings.backup_keep)
+    report.counts.update(_summary(info), existing=0, deleted=deleted)
+    log.info("backup_done", **{k: v for k, v in report.counts.items() if k != "existing"})
+    return report
+
+
+def _summary(info: files.BackupInfo) -> dict[str, int | str]:
+    exports = info.manifest["exports"]
+    totals = {key: sum(t[key] for t in exports.values())
+              for key in ("beliefs", "episodes", "entity_merges", "audit_log")}
+    return {"backup": info.name, "bytes": info.size_bytes, "tenants": len(exports),
+            "postgres_dump": info.manifest["postgres"]["status"], **totals}
+
+
+def _make(env: JobEnv, root: Path) -> files.BackupInfo:
+    name = files.backup_name(env.now, env.window)
+    tmp = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    try:
+        began = time.monotonic()
+        manifest = _fill(env, tmp)
+        manifest.update(name=name, duration_ms=int((time.monotonic() - began) * 1000))
+        files.write_manifest(tmp, manifest)
+        for folder in sorted({p.parent for p in tmp.rglob("*")}, reverse=True):
+            files.sync_dir(folder)
+        final = root / name
+        if final.exists():
+            raise files.BackupError(f"{final} exists but is not a backup of window "
+                                    f"{env.window}: move it away and run the backup again")
+        os.replace(tmp, final)
+        files.sync_dir(root)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise files.BackupError(
+            f"writing backup {name} into {root} failed ({type(e).__name__}: {e.strerror}): "
+            "check the free space and permissions of MNEMO_BACKUP_DIR; nothing was kept") from e
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return files.BackupInfo(name, final, manifest)
+
+
+def _fill(env: JobEnv, tmp: Path) -> dict[str, Any]:
+    """Write every file of the backup into ``tmp``; the manifest (without its name)."""
+    databases: dict[str, Any] = {}
+    with snapshot(env.state, tmp / files.DB_FILES["state"]) as state, \
+            snapshot(env.ops, tmp / files.DB_FILES["ops"]) as ops:
+        for kind, conn in (("state", state), ("ops", ops)):
+            databases[kind] = {"file": files.DB_FILES[kind],
+                               "schema_version": files.schema_version(conn),
+                               "tables": files.table_counts(conn)}
+        databases["state"]["embedder"] = _embedder(state)
+        exports = {tenant: export_tenant(state, ops, tenant, tmp / "exports" / tenant)
+                   for tenant in tenants(state)}
+    postgres = _postgres(env.settings, tmp)
+    listed = {}
+    for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        sha, size = files.sha256_file(path, sync=True)
+        listed[path.relative_to(tmp).as_posix()] = {"sha256": sha, "bytes": size}
+    return {"format": files.MANIFEST_FORMAT, "window": env.window,
+            "created_at": to_db(env.now), "mnemo_version": _version(),
+            "databases": databases, "exports": exports, "postgres": postgres,
+            "files": listed}
+
+
+@contextlib.contextmanager
+def snapshot(db: Database, dest: Path, *, pages: int = PAGES_PER_STEP,
+             progress: Progress | None = None) -> Iterator[Connection]:
+    """Copy ``db`` to ``dest`` online and yield a connection to the copy.
+
+    On exit the copy is switched to rollback-journal mode (one self-contained file, no
+    ``-wal`` beside it) and closed. ``progress(status, remaining, total)`` runs after
+    each step (tests use it to write between steps).
+    """
+    mod = sqlite_module()
+    copy = connect(dest, busy_timeout_ms=db.busy_timeout_ms)
+    try:
+        copy.execute("PRAGMA journal_mode = DELETE")
+        # Not db.connect(): a memory map would only add the whole file to this process's
+        # resident set, and the copy never writes the source.
+        source = connect(db.path, busy_timeout_ms=db.busy_timeout_ms, readonly=True)
+        try:
+            source.execute("BEGIN")  # the read transaction that pins the snapshot
+            source.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            source.backup(copy, pages=pages, progress=progress)
+            source.execute("COMMIT")
+        except mod.Error as e:
+            raise files.BackupError(
+                f"the online backup of {db.path} failed ({type(e).__name__}: {e}): check the "
+                "free space and permissions of the backups folder (MNEMO_BACKUP_DIR)") from e
+        finally:
+            source.close()
+        copy.execute("PRAGMA journal_mode = DELETE")  # the copied header says WAL
+        yield copy
+    finally:
+        copy.close()
+
+
+def _embedder(conn: Connection) -> dict[str, str | None]:
+    marks = ", ".join("?" * len(_EMBEDDER_KEYS))
+    found = dict(conn.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})",
+                              _EMBEDDER_KEYS).fetchall())
+    return {key: found.get(key) for key in _EMBEDDER_KEYS}
+
+
+def _postgres(settings: Settings, tmp: Path) -> dict[str, str]:
+    if not settings.postgres_url:
+        return {"status": "skipped: no Postgres mirror configured (MNEMO_POSTGRES_URL)"}
+    dump_postgres(settings.postgres_url, tmp / DUMP_FILE)
+    return {"status": "dumped", "file": DUMP_FILE}
+
+
+def _version() -> str:
+    try:
+        return metadata.version("mnemo")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def record_manifest(ops: Database, info: files.BackupInfo) -> int:
+    """The ``backup_manifests`` row of a backup folder, inserted once; its id."""
+    conn = ops.conn
+    path = str(info.path.resolve())
+    with atomic(conn):
+        row = conn.execute("SELECT id FROM backup_manifests WHERE path = ?", (path,)).fetchone()
+        if row:
+            return int(row[0])
+        cur = conn.execute(
+            "INSERT INTO backup_manifests (created_at, path, manifest) VALUES (?, ?, ?)",
+            (info.created_at, path, files.manifest_text(info.manifest)))
+        return inserted_id(cur)
+
+
+def apply_retention(ops: Database, root: Path, keep: int) -> int:
+    """Delete the complete backups beyond the newest ``keep`` (and their rows); how many."""
+    doomed = files.list_backups(root)[:-keep]
+    for info in doomed:
+        path = str(info.path.resolve())
+        files.delete_backup(root, info)
+        with atomic(ops.conn):
+            ops.conn.execute("DELETE FROM backup_manifests WHERE path = ?", (path,))
+    return len(doomed)

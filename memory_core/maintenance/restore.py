@@ -1,0 +1,130 @@
+"""Restoring a backup's databases into a folder.
+
+The checksums are verified against the manifest before anything is written; a folder that
+is not empty is refused unless the caller confirms the overwrite; each file is copied under
+a temporary name, synced and renamed into place, so a crash leaves either the old file or
+the whole new one. A stale ``-wal``/``-shm`` beside a replaced database is removed first
+(SQLite would otherwise replay the old database's log into the restored one). Stop every
+mnemo process that uses the target folder before restoring into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_core.db.migrations import latest_version
+from memory_core.maintenance import backup_files as files
+
+_CHUNK = 1 << 20
+
+
+@dataclass
+class RestoreResult:
+    """What a restore did (or, for a dry run, would do)."""
+
+    backup: str
+    target: str
+    dry_run: bool
+    files: list[dict[str, Any]] = field(default_factory=list)  # name, bytes, sha256, replaces
+    target_was_empty: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backup": self.backup, "target": self.target, "dry_run": self.dry_run,
+                "files": self.files, "target_was_empty": self.target_was_empty}
+
+
+def copy_file(src: Path, dest: Path) -> tuple[str, int]:
+    """Copy ``src`` to ``dest`` via a temporary name, synced; the sha256 and size written."""
+    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.restore")
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            while chunk := fin.read(_CHUNK):
+                digest.update(chunk)
+                fout.write(chunk)
+                size += len(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
+        for suffix in ("-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dest.with_name(dest.name + suffix))
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    files.sync_dir(dest.parent)
+    return digest.hexdigest(), size
+
+
+def verify(info: files.BackupInfo, names: list[str]) -> list[str]:
+    """Files among ``names`` that are missing or differ from the manifest (empty: all good)."""
+    problems = []
+    listed = info.manifest.get("files", {})
+    for name in names:
+        path = info.path / name
+        if name not in listed:
+            problems.append(f"{name}: not in the manifest")
+        elif not path.is_file():
+            problems.append(f"{name}: missing")
+        elif files.sha256_file(path)[0] != listed[name]["sha256"]:
+            problems.append(f"{name}: sha256 differs from the manifest")
+    return problems
+
+
+def _check_versions(info: files.BackupInfo) -> None:
+    for kind, db in info.manifest["databases"].items():
+        if int(db["schema_version"]) > latest_version(kind):
+            raise files.BackupError(
+                f"backup {info.name} holds a {kind} database of schema version "
+                f"{db['schema_version']}, newer than this mnemo knows ({latest_version(kind)}): "
+                "restore it with a newer mnemo (`pip install -U mnemo`)")
+
+
+def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
+            dry_run: bool = False) -> RestoreResult:
+    """Restore the backup's two databases into ``target``.
+
+    Raises BackupCorruptError when a file does not match the manifest (nothing written),
+    RestoreRefusedError when ``target`` is not empty and ``overwrite`` is not set.
+    """
+    target = target.expanduser().resolve()
+    if target == info.path.resolve():
+        raise files.RestoreRefusedError(f"{target} is the backup itself: restore into another "
+                                        "folder")
+    names = [db["file"] for db in info.manifest["databases"].values()]
+    with files.folder_lock(info.path.parent, shared=True):  # retention waits for us
+        problems = verify(info, names)
+        if problems:
+            raise files.BackupCorruptError(
+                f"backup {info.name} does not match its manifest ({'; '.join(problems)}): "
+                "nothing was restored; restore an older backup (`mnemo backup list`)")
+        _check_versions(info)
+        empty = not target.exists() or not any(target.iterdir())
+        if not empty and not overwrite and not dry_run:
+            raise files.RestoreRefusedError(
+                f"{target} is not empty: confirm the overwrite with --yes (it replaces "
+                f"{' and '.join(names)} there), or restore into an empty folder")
+        result = RestoreResult(info.name, str(target), dry_run, target_was_empty=empty)
+        listed = info.manifest["files"]
+        for name in names:
+            result.files.append({"name": name, "bytes": listed[name]["bytes"],
+                                 "sha256": listed[name]["sha256"],
+                                 "replaces": (target / name).exists()})
+        if dry_run:
+            return result
+        target.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            sha, _ = copy_file(info.path / name, target / name)
+            if sha != listed[name]["sha256"]:
+                raise files.BackupCorruptError(
+                    f"the copy of {name} into {target} does not match the manifest (a read "
+                    "or disk error): check the disk and run the restore again")
+    return result
