@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.maintenance.partitions import bucket, digest
-from memory_core.model.episodes import TIERS, episode_text, episode_uid, normalize_text
+from memory_core.model.episodes import episode_text, episode_uid, normalize_text
 from memory_core.model.write_tx import WriteTx
+from memory_core.vocabulary import RECENT, TIERS, WORKING, sql_list
 
 
 def group_key(tenant: str, text: str, occurred_at: str) -> str:
@@ -75,6 +76,14 @@ class Member:
     expires_at: str | None
     turns: tuple[TurnRef, ...] = ()
 
+    @classmethod
+    def from_row(cls, row: Sequence[Any], turns: tuple[TurnRef, ...]) -> Member:
+        """From the first twelve columns of ``_MEMBER_SQL``."""
+        (row_id, tenant, uid, session_id, tier, text, occurred_at, importance, access_count,
+         last_access_at, created_at, expires_at) = row[:12]
+        return cls(row_id, tenant, uid, session_id, tier, text, occurred_at, importance,
+                   access_count, last_access_at, created_at, expires_at, turns)
+
     def fields(self) -> Fields:
         return Fields(self.uid, self.session_id, self.tier, self.text, self.occurred_at,
                       self.importance, self.access_count, self.last_access_at,
@@ -113,9 +122,9 @@ def _tier(members: Sequence[Member], canon: TurnRef | None,
     tiers = {m.tier for m in members}
     in_run = (canon is not None and current is not None and canon.session_id == current[0]
               and canon.occurred_at > current[1])
-    if in_run and "working" in tiers:
-        return "working"
-    return next((t for t in TIERS[1:] if t in tiers), "recent")
+    if in_run and WORKING in tiers:
+        return WORKING
+    return next((t for t in TIERS[1:] if t in tiers), RECENT)
 
 
 def plan_group(members: Sequence[Member], current: tuple[str, str] | None) -> GroupPlan:
@@ -165,7 +174,7 @@ def current_run(conn: Any, tenant: str) -> tuple[str, str] | None:
 
 # --- a partition's episodes, walked day by day -------------------------------------------
 
-_TIERS_SQL = ", ".join(f"'{t}'" for t in TIERS)
+_TIERS_SQL = sql_list(TIERS)
 # A stored time is "YYYY-MM-DDTHH:MM:SS.ffffffZ": every time of day D sorts before D + "U".
 _DAY_END = "U"
 
@@ -205,7 +214,7 @@ def load_day(conn: Any, tenant: str, day: str) -> list[list[Member]]:
     for parts in rows.values():
         head = parts[0]
         turns = tuple(sorted(TurnRef(*p[12:17]) for p in parts if p[12] is not None))
-        member = Member(*head[:12], turns=turns)  # type: ignore[misc]  # 12 columns
+        member = Member.from_row(head, turns)
         groups.setdefault(group_key(tenant, member.text, member.occurred_at), []).append(member)
     return [groups[k] for k in sorted(groups)]
 

@@ -94,10 +94,13 @@ EPISODES = ("SELECT e.tenant, e.episode_uid, e.session_id, e.tier, e.text, e.occ
 
 
 def memory(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """The memory tables without row ids and system time; an episode's turns sorted."""
+    """The memory tables without row ids and system time; an episode's turns sorted. The
+    keys of finished reconsolidation partitions are left out (they name the run)."""
     out = {name: sorted(conn.execute(sql).fetchall(), key=repr)
            for name, sql in TABLES.items() if name != "episodes"}
     out["episodes"] = sorted(conn.execute(EPISODES).fetchall(), key=repr)
+    out["applied_jobs"] = [k for k in out.get("applied_jobs", [])
+                           if not k[0].startswith(f"{JOB}:")]
     return out
 
 
