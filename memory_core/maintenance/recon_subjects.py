@@ -39,8 +39,10 @@ from memory_core.model.merges import merge_in_tx
 from memory_core.model.slots import delete, load_rows, resolve, update_status
 from memory_core.model.write_tx import Embeds, WriteTx
 
-_subject_bucket = lru_cache(maxsize=1 << 16)(
-    lambda tenant, subject, partitions: bucket("subject", tenant, subject, partitions))
+
+@lru_cache(maxsize=4096)  # for the rows of one subject next to each other (and the hub)
+def _subject_bucket(tenant: str, subject: str, partitions: int) -> int:
+    return bucket("subject", tenant, subject, partitions)
 
 
 def scan(conn: Any, table: str, column: str, after: int, limit: int, partition: int,
