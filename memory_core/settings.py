@@ -194,6 +194,7 @@ class Settings:
     scheduler_lease_seconds: int = 30
     schedule_history_days: int = 90
     recon_partitions: int = 16
+    recon_batch: int = 500
     # Health (memory_core/health; docs/cli.md `mnemo health`).
     redis_require_persistence: bool = False
     heartbeat_interval_s: int = 5
@@ -400,6 +401,9 @@ VARIABLES: tuple[_Var, ...] = (
          "Days the firing ledger and the window claims are kept."),
     _Var("MNEMO_RECON_PARTITIONS", "recon_partitions", _int_parser(1, 4096),
          "Partitions (by subject hash) of one global_reconsolidation run, each a chained task."),
+    _Var("MNEMO_RECON_BATCH", "recon_batch", _int_parser(10, 100_000),
+         "Rows of a partition handled per reconsolidation transaction (shorter "
+         "transactions block the writers less)."),
     _Var("MNEMO_REDIS_REQUIRE_PERSISTENCE", "redis_require_persistence", _bool,
          "Refuse to start workers (and make `mnemo health` unhealthy) when the Redis broker "
          "runs without `appendonly yes`; off: warn only."),

@@ -181,12 +181,9 @@ class VectorIndex:
         tables = _vec_tables(conn, base)
         for table in tables:
             conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in rowids])
-        marks = ",".join("?" * len(rowids))
-        return sum(
-            conn.execute(f"SELECT count(*) FROM {t} WHERE rowid IN ({marks})",
-                         list(rowids)).fetchone()[0]
-            for t in tables
-        ) if rowids else 0
+        # Point lookups: vec0 answers "rowid IN (...)" by scanning the whole table.
+        return sum(conn.execute(f"SELECT 1 FROM {t} WHERE rowid = ?", (i,)).fetchone()
+                   is not None for t in tables for i in rowids)
 
     def search(self, conn: Connection, base: str, tenant: str, vector: np.ndarray,
                k: int) -> list[tuple[int, float]]:
@@ -200,6 +197,16 @@ class VectorIndex:
             (_blob(vector), int(k), tenant),
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    def missing(self, conn: Connection, base: str, rowids: Sequence[int]) -> list[int]:
+        """Which of ``rowids`` have no vector in the active generation; [] while dense is off
+        (nothing is written then). Point lookups: vec0 scans the whole table for ``IN`` and
+        ranges, but finds one rowid through its index."""
+        table = self._active_table(conn, base)
+        if table is None:
+            return []
+        sql = f"SELECT 1 FROM {table} WHERE rowid = ?"
+        return [i for i in rowids if conn.execute(sql, (i,)).fetchone() is None]
 
     def counts(self, conn: Connection) -> dict[str, int]:
         """Vectors in the active generation per base table (0 when there is none)."""

@@ -21,14 +21,24 @@ from memory_core.vocabulary import sql_list
 
 _COUNTED_SQL = sql_list(COUNTED)
 
-# The single source of truth. Parameters: tenant, then an optional entity filter.
+# The single source of truth. Parameters: tenant, then an optional entity filter. Each
+# count is split into "as subject" + "as object of another subject" (a belief is counted
+# once) so both halves are index searches (ix_beliefs_subject, ix_beliefs_object): an OR of
+# the two columns makes SQLite walk every belief of the tenant for each entity. (The unary
+# "+" keeps SQLite from using the object index for "IS NOT NULL": a scan of the tenant.)
 RECOUNT_SQL = f"""
 SELECT e.entity_id,
-  (SELECT count(*) FROM beliefs b WHERE b.tenant = e.tenant AND b.status IN ({_COUNTED_SQL})
-     AND (b.subject_id = e.entity_id OR b.object_entity_id = e.entity_id)),
-  (SELECT count(*) FROM beliefs b WHERE b.tenant = e.tenant AND b.status IN ({_COUNTED_SQL})
-     AND b.object_entity_id IS NOT NULL AND b.object_entity_id != b.subject_id
-     AND (b.subject_id = e.entity_id OR b.object_entity_id = e.entity_id))
+  (SELECT count(*) FROM beliefs b WHERE b.tenant = e.tenant AND b.subject_id = e.entity_id
+     AND b.status IN ({_COUNTED_SQL}))
+  + (SELECT count(*) FROM beliefs b WHERE b.tenant = e.tenant
+     AND b.object_entity_id = e.entity_id AND b.subject_id != e.entity_id
+     AND b.status IN ({_COUNTED_SQL})),
+  (SELECT count(*) FROM beliefs b WHERE b.tenant = e.tenant AND b.subject_id = e.entity_id
+     AND b.status IN ({_COUNTED_SQL}) AND +b.object_entity_id IS NOT NULL
+     AND +b.object_entity_id != b.subject_id)
+  + (SELECT count(*) FROM beliefs b WHERE b.tenant = e.tenant
+     AND b.object_entity_id = e.entity_id AND b.subject_id != e.entity_id
+     AND b.status IN ({_COUNTED_SQL}))
 FROM entities e WHERE e.tenant = ?
 """
 

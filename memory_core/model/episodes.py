@@ -102,7 +102,8 @@ def note_beliefs(tx: WriteTx, turn_id: int, text: str) -> None:
         "(SELECT episode_id FROM episode_turns WHERE turn_id = ?)", (score, tx.now, turn_id))
 
 
-def _norm(text: str) -> str:
+def normalize_text(text: str) -> str:
+    """The comparison form of an episode text: case-folded, single spaces."""
     return " ".join(text.casefold().split())
 
 
@@ -120,7 +121,7 @@ def merge_duplicates(tx: WriteTx, session_id: str) -> int:
     keep: dict[str, tuple[Any, ...]] = {}
     dropped = 0
     for row in rows:
-        first = keep.setdefault(_norm(row[2]), row)
+        first = keep.setdefault(normalize_text(row[2]), row)
         if first is row:
             continue
         conn.execute("INSERT OR IGNORE INTO episode_turns (episode_id, turn_id) SELECT ?, "
