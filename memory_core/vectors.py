@@ -198,7 +198,7 @@ class VectorIndex:
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def missing(self, conn: Connection, base: str, rowids: Sequence[int]) -> list[int]:
+    def without_vector(self, conn: Connection, base: str, rowids: Sequence[int]) -> list[int]:
         """Which of ``rowids`` have no vector in the active generation; [] while dense is off
         (nothing is written then). Point lookups: vec0 scans the whole table for ``IN`` and
         ranges, but finds one rowid through its index."""
@@ -218,7 +218,8 @@ class VectorIndex:
         return out
 
     def missing(self, conn: Connection) -> dict[str, int] | None:
-        """Rows per base table with no vector in the recorded generation (None: no index)."""
+        """How many rows per base table have no vector in the recorded generation (None: no
+        index); ``without_vector`` says which of some rows."""
         gen = _get(conn, _GENERATION)
         if gen is None:
             return None

@@ -255,7 +255,7 @@ def test_the_repairs(corpus: Path, tmp_path: Path) -> None:
                             ).fetchone()[0] == 2
         for base in ("beliefs", "episodes"):
             ids = [r[0] for r in conn.execute(f"SELECT id FROM {base}")]
-            assert ctx.index.missing(conn, base, ids) == []
+            assert ctx.index.without_vector(conn, base, ids) == []
     finally:
         ctx.close()
 
@@ -274,7 +274,7 @@ def test_an_embedder_switch_is_reembedded_by_the_last_partition(corpus: Path,
         assert st.match and st.dense_enabled and st.recorded_dim == 16
         for base in ("beliefs", "episodes"):
             ids = [r[0] for r in conn.execute(f"SELECT id FROM {base}")]
-            assert ctx.index.missing(conn, base, ids) == []
+            assert ctx.index.without_vector(conn, base, ids) == []
     finally:
         ctx.close()
 

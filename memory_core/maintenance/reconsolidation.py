@@ -167,14 +167,14 @@ def _beliefs(run: _Run) -> None:
             return _advance(run)
         ids = [r[0] for r in rows]
         embeds = Embeds(index)
-        missing = set(index.missing(run.conn, "beliefs", ids))
+        missing = set(index.without_vector(run.conn, "beliefs", ids))
         embeds.prepare(b.text for b in subj.load_beliefs(run.conn, sorted(missing)))
         with atomic(run.conn):
             for b in subj.load_beliefs(run.conn, ids):  # as they are now
                 action = subj.fix_key(run.tx(b.tenant, embeds), b)
                 if action:
                     run.progress.add(action)
-            still = subj.load_beliefs(run.conn, index.missing(run.conn, "beliefs",
+            still = subj.load_beliefs(run.conn, index.without_vector(run.conn, "beliefs",
                                                                sorted(missing)))
             for b in still:  # (a copy folded into its twin above is gone)
                 run.tx(b.tenant, embeds).vector("beliefs", b.id, b.text)
@@ -187,7 +187,7 @@ def _beliefs(run: _Run) -> None:
 def _episode_vectors(run: _Run, plans: list[ep.GroupPlan]) -> list[tuple[int, str, str]]:
     """(id, tenant, text) of survivors with no vector (their final text)."""
     by_id = {p.survivor.id: p for p in plans}
-    missing = run.env.index.missing(run.conn, "episodes", sorted(by_id))
+    missing = run.env.index.without_vector(run.conn, "episodes", sorted(by_id))
     return [(i, by_id[i].survivor.tenant, by_id[i].fields.text) for i in missing]
 
 
