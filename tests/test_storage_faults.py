@@ -23,11 +23,11 @@ from click.testing import CliRunner
 from dramatiq import Message
 
 from memory_core.brokers.embedded import EmbeddedBroker
-from memory_core.db import connect, migrate_stores, open_state
 from memory_core.clock import utcnow
+from memory_core.db import connect, migrate_stores, open_state
 from memory_core.db.faults import free_bytes, storage_status
-from memory_core.health import HealthEnv, probe
 from memory_core.errors import StoreDamagedError
+from memory_core.health import HealthEnv, probe
 from memory_core.settings import Settings
 from scripts.cli import main
 from tests.conftest import service_unavailable
@@ -226,7 +226,7 @@ def _health_cli(data_dir: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 def _workers_check(settings: Settings) -> dict[str, Any]:
-    code, report = _health_cli(settings.data_dir)
+    _, report = _health_cli(settings.data_dir)
     return next(c for c in report["checks"] if c["name"] == "workers")
 
 
