@@ -25,7 +25,7 @@ log = structlog.get_logger("mnemo.health")
 
 OK, DEGRADED, UNHEALTHY = "ok", "degraded", "unhealthy"
 _RANK = {OK: 0, DEGRADED: 1, UNHEALTHY: 2}
-EXIT_CODES = dict(_RANK)  # 0 healthy, 1 degraded, 2 unhealthy
+EXIT_CODES = dict(_RANK)  # 0 healthy, 1 degraded, 2 unhealthy (scripts/cli/exit_codes.py)
 
 
 @dataclass(frozen=True)
