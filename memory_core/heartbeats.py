@@ -8,6 +8,13 @@ what ``mnemo health`` and the liveness probes look for. Rows not renewed for
 ``MNEMO_HEARTBEAT_KEEP_S`` are deleted by the next beat of any process, so dead processes do
 not haunt the health report for ever.
 
+A worker's ``detail`` carries its StorageGuard's state (``{"storage": {"paused": ...,
+"databases": {kind: state}, "reported": ...}}``): ``Heartbeat.paused_reason`` reads it, so
+`mnemo health` can say "worker X paused: state db full". A paused worker is alive (it beats)
+but not ready. The guard nudges the heartbeat when it pauses or resumes; on a database that
+refuses the beat itself (the ops db read-only or full) the row goes stale instead, and the
+``ops_db`` check says why.
+
 Writing a beat is one short transaction; a beat that fails (a locked or read-only file) is
 logged by its error type and retried at the next interval: a heartbeat never stops a worker.
 """
@@ -92,6 +99,17 @@ class Heartbeat:
     def age_s(self, now: datetime) -> float:
         return (now - self.last_seen_at).total_seconds()
 
+    def paused_reason(self) -> str | None:
+        """Why this worker takes no messages ("state db full"), or None when it does."""
+        storage = self.detail.get("storage") or {}
+        if not storage.get("paused"):
+            return None
+        bad = [f"{kind} db {state}" for kind, state in sorted(storage.get("databases", {}).items())
+               if state not in ("ok", "missing")]
+        if bad:
+            return ", ".join(bad)
+        return f"a message met a {storage.get('reported') or 'storage'} fault"
+
     def is_fresh(self, now: datetime, stale_s: float) -> bool:
         """Running (not stopped) and renewed within ``stale_s`` seconds of ``now``."""
         return self.stopped_at is None and self.age_s(now) <= stale_s
@@ -160,6 +178,7 @@ class Heartbeater:
         self.process_id = process_id or new_process_id()
         self.started_at = clock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def current(self, *, stopped: bool = False) -> Heartbeat:
@@ -179,8 +198,17 @@ class Heartbeater:
             return False
         return True
 
+    def nudge(self) -> None:
+        """Beat now (on the timer thread) rather than at the next interval: what ``detail``
+        says has changed."""
+        self._wake.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while True:
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self.beat()
 
     def start(self) -> None:
@@ -193,6 +221,7 @@ class Heartbeater:
     def stop(self) -> None:
         """Stop the thread and mark the row stopped (a clean shutdown)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=self.interval_s + 5)
         self.beat(stopped=True)

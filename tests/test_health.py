@@ -24,11 +24,12 @@ from memory_core.db import open_ops, open_state
 from memory_core.db.leases import claim
 from memory_core.db.stores import migrate_stores
 from memory_core.embedders.hash import HashEmbedder
+from memory_core.embedders.identity import mismatch_message
 from memory_core.errors import ConfigurationError
 from memory_core.health import EXIT_CODES, HealthEnv, overall, probe
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
-from memory_core.vectors import VectorIndex
+from memory_core.vectors import VectorIndex, vec_table
 from schedules.health import health_report
 from schedules.leader import LEADER_LEASE
 from scripts.cli import main
@@ -41,6 +42,7 @@ from tests.helpers.queue_env import (
     stop_process,
     wait_for,
 )
+from tests.helpers.vector_seed import seed
 from tests.test_queue_cli import _dead_letter
 from workers.entry import build_worker_broker
 
@@ -297,7 +299,35 @@ def test_an_embedder_mismatch_is_unhealthy(tmp_path: Path, migrated: Settings) -
     assert code == 2 and embedder["status"] == "unhealthy"
     assert "dim=384" in embedder["detail"]["recorded"]
     assert "dim=256" in embedder["detail"]["configured"]
+    # The refusing worker's own wording (memory_core.embedders.identity), not a second one.
+    assert embedder["reason"] == "a worker with these settings would refuse: " + mismatch_message(
+        "hash:v1:dim=384", "hash:v1:dim=256", f"the data in {migrated.state_db_path}")
     assert "mnemo memory reindex" in embedder["reason"]
+
+
+def test_missing_vectors_are_degraded_with_the_reindex_fix(tmp_path: Path,
+                                                            migrated: Settings) -> None:
+    _alive(migrated)
+    index = VectorIndex(HashEmbedder(dim=384))
+    state = open_state(migrated)
+    try:
+        index.ensure(state.conn)
+        seed(state.conn, "t1", 4, 2, index)
+        state.conn.execute(f"DELETE FROM {vec_table('episodes', 1)} WHERE rowid IN "
+                           "(SELECT id FROM episodes ORDER BY id LIMIT 3)")
+    finally:
+        state.close()
+    env = _env(tmp_path)
+    code, report = _health(env)
+    embedder = _by_name(report)["embedder"]
+    assert code == 1 and embedder["status"] == "degraded", report
+    assert embedder["reason"] == ("3 row(s) have no vector (episodes 3): dense search does not "
+                                  "find them; run `mnemo memory reindex` to fill them")
+    assert embedder["detail"]["missing"] == {"episodes": 3}
+    done = CliRunner().invoke(main, ["memory", "reindex"], env=env)
+    assert done.exit_code == 0, done.output
+    code, report = _health(env)
+    assert code == 0 and _by_name(report)["embedder"]["reason"].endswith("matches the data")
 
 
 def test_heartbeats_are_pruned_after_the_keep_time(migrated: Settings) -> None:

@@ -8,6 +8,7 @@ chmod does not stop writes), remounted read-only, or filled to the last byte.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -22,15 +23,18 @@ from click.testing import CliRunner
 from dramatiq import Message
 
 from memory_core.brokers.embedded import EmbeddedBroker
+from memory_core.clock import utcnow
 from memory_core.db import connect, migrate_stores, open_state
-from memory_core.db.faults import storage_status
+from memory_core.db.faults import free_bytes, storage_status
 from memory_core.errors import StoreDamagedError
+from memory_core.health import HealthEnv, probe
 from memory_core.settings import Settings
 from scripts.cli import main
 from tests.conftest import service_unavailable
 from tests.helpers.queue_env import running, wait_for
 from workers.entry import build_worker_broker
 from workers.middleware import DurableRetries
+from workers.storage_guard import storage_guard_of
 
 
 def cli(data_dir: Path, *args: str) -> Any:
@@ -52,11 +56,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def fill(fs: Path) -> Path:
-    """Write a file until the file system is full; returns it (delete it to free space)."""
+def fill(fs: Path, leave: int = 0) -> Path:
+    """Write a file until the file system has ``leave`` bytes or less free (default: full);
+    returns it (delete it to free space)."""
     filler = fs / "filler"
     with contextlib.suppress(OSError), open(filler, "wb") as f:
-        while True:
+        while free_bytes(filler) > leave + 65536 or leave == 0:
             f.write(b"\0" * 65536)
             f.flush()
     return filler
@@ -212,3 +217,58 @@ def test_storage_status_is_ok_for_a_fresh_data_dir(settings: Settings) -> None:
     assert {k: (s.state, s.path.name) for k, s in status.items()} == {
         "state": ("ok", "memory_state.db"), "ops": ("ok", "memory_ops.db")}
     assert os.path.exists(settings.state_db_path)
+
+
+def _health_cli(data_dir: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(main, ["health", "--json", *args],
+                                env={"MNEMO_DATA_DIR": str(data_dir)})
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _workers_check(settings: Settings) -> dict[str, Any]:
+    _, report = _health_cli(settings.data_dir)
+    return next(c for c in report["checks"] if c["name"] == "workers")
+
+
+def test_a_paused_worker_is_in_its_heartbeat_and_in_mnemo_health(small_fs: Path) -> None:
+    # Almost full (under the 1 MiB the guard wants free) but a heartbeat still fits: the
+    # guard's boot probe pauses the worker before a write fails half-way, and the heartbeat
+    # says so.
+    settings = Settings.from_env({"MNEMO_HEARTBEAT_INTERVAL_S": "1"}, data_dir=small_fs)
+    migrate_stores(settings)
+
+    def declare(broker: Any) -> None:
+        dramatiq.actor(lambda: None, broker=broker, actor_name="noop", queue_name="faults")
+
+    broker = build_worker_broker(settings, declare=declare, guard_interval_s=0.1)
+    guard = storage_guard_of(broker)
+    assert guard is not None
+    filler = fill(small_fs, leave=256 * 1024)
+    with running(broker):
+        wait_for(lambda: guard.state()["paused"], 10)
+        assert guard.state()["databases"] == {"state": "full", "ops": "full"}
+        workers = wait_for(lambda: (c := _workers_check(settings))["status"] != "ok" and c, 10)
+        assert workers["status"] == "unhealthy", workers
+        assert workers["reason"].startswith("no worker takes messages: worker ")
+        assert " paused: ops db full, state db full (it resumes by itself" in workers["reason"]
+        # Alive (a restart would not help) but not ready.
+        code, alive = _health_cli(small_fs, "--worker")
+        assert code == 0 and "paused: ops db full, state db full" in alive["checks"][0]["reason"]
+        code, ready = _health_cli(small_fs, "--worker", "--ready")
+        assert code == 2 and ready["checks"][0]["name"] == "worker_ready"
+        assert "(alive, not ready;" in ready["checks"][0]["reason"]
+        _, report = _health_cli(small_fs)
+        state_db = next(c for c in report["checks"] if c["name"] == "state_db")
+        assert state_db["status"] == "unhealthy" and "the disk is full" in state_db["reason"]
+        assert f"free space on the file system holding {small_fs}" in state_db["reason"]
+
+        filler.unlink()
+        wait_for(lambda: not guard.state()["paused"], 10)
+        wait_for(lambda: _workers_check(settings)["status"] == "ok", 10)
+        assert _health_cli(small_fs, "--worker", "--ready")[0] == 0
+        env = HealthEnv(settings, utcnow())
+        try:
+            assert probe(env, "worker", ready=True).status == "ok"
+        finally:
+            env.close()
+    broker.close()

@@ -38,7 +38,7 @@ from memory_core.db.stores import open_ops
 from memory_core.heartbeats import WORKER, Counters, Heartbeater
 from memory_core.settings import Settings
 from workers.audit import Audit
-from workers.storage_guard import Probe, StorageGuard
+from workers.storage_guard import Probe, StorageGuard, storage_guard_of
 
 log = structlog.get_logger("mnemo.worker")
 
@@ -137,7 +137,8 @@ class Heartbeats(Middleware):
     Started when the Worker boots (its queues are declared by then), written by a timer
     thread every ``MNEMO_HEARTBEAT_INTERVAL_S``, marked stopped when the Worker has shut
     down cleanly. Per message only two in-memory counters and a time change: no I/O on the
-    hot path.
+    hot path. With a StorageGuard on the broker, its state is the beat's ``detail``
+    (``{"storage": ...}``) and a pause or resume beats at once.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -147,10 +148,14 @@ class Heartbeats(Middleware):
 
     def after_worker_boot(self, broker: Broker, worker: Any) -> None:
         ops = open_ops(self.settings)
+        guard = storage_guard_of(broker)
         self.heartbeater = Heartbeater(
             ops, WORKER, interval_s=self.settings.heartbeat_interval_s,
             keep_s=self.settings.heartbeat_keep_s, counters=self.counters,
-            queues=lambda: sorted(broker.get_declared_queues()))
+            queues=lambda: sorted(broker.get_declared_queues()),
+            detail=(lambda: {"storage": guard.state()}) if guard is not None else dict)
+        if guard is not None:
+            guard.on_change(self.heartbeater.nudge)
         self.heartbeater.start()
 
     def after_worker_shutdown(self, broker: Broker, worker: Any) -> None:

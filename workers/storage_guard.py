@@ -11,7 +11,9 @@ worker thread cannot do for itself.
 
 Messages already handed to this process wait, leased, until the resume; their leases run
 out when the ops database cannot be written, and another process may take them (actors are
-idempotent). ``StorageGuard.state()`` is what a heartbeat or `mnemo health` shows.
+idempotent). ``StorageGuard.state()`` goes into the worker's heartbeat (``workers.middleware.
+Heartbeats``, which also beats at once when the guard pauses or resumes), so `mnemo health`
+reports the paused worker and `mnemo health --worker --ready` fails while it is paused.
 """
 
 from __future__ import annotations
@@ -24,19 +26,13 @@ import structlog
 from dramatiq.broker import Broker, MessageProxy
 from dramatiq.middleware import Middleware
 
-from memory_core.db.faults import DAMAGED, FULL, READONLY, StorageStatus, fault_of
+from memory_core.db.faults import DAMAGED, FULL, READONLY, StorageStatus, fault_of, fix_for
 
 log = structlog.get_logger("mnemo.worker")
 
 Probe = Callable[[], dict[str, StorageStatus]]
 
 FAULTS = (READONLY, FULL, DAMAGED)
-
-_FIXES = {
-    "readonly": "make the data folder, its files and the mount writable",
-    "full": "free space on the data folder's file system",
-    "damaged": "restore from a backup (`mnemo restore latest --to DIR`) or move the file aside",
-}
 
 
 class StorageGuard(Middleware):
@@ -52,7 +48,9 @@ class StorageGuard(Middleware):
         self._lock = threading.Lock()
         self._tripped: str | None = None
         self._paused = False
+        self._reported: str | None = None  # the fault a message met, for state()
         self._last: dict[str, StorageStatus] = {}
+        self._listeners: list[Callable[[], None]] = []
 
     # -- Dramatiq hooks -------------------------------------------------------------------
 
@@ -81,10 +79,16 @@ class StorageGuard(Middleware):
     # -- state ----------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """``{"paused": bool, "databases": {kind: state}}`` as last probed."""
+        """``{"paused": bool, "databases": {kind: state}, "reported": fault | None}`` as last
+        probed; ``reported`` is the fault a message met when the probe finds none."""
         with self._lock:
             return {"paused": self._paused,
-                    "databases": {k: s.state for k, s in self._last.items()}}
+                    "databases": {k: s.state for k, s in self._last.items()},
+                    "reported": self._reported if self._paused else None}
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (on the guard's thread) after each pause and resume."""
+        self._listeners.append(listener)
 
     # -- the guard's thread ---------------------------------------------------------------
 
@@ -120,27 +124,38 @@ class StorageGuard(Middleware):
                 self._pause(bad, reported)
             return False
         if paused:
-            self._set_paused(False)
             self._worker.resume()
             log.info("storage_resumed")
+            self._set_paused(False)
         return True
 
     def _pause(self, bad: list[StorageStatus], reported: str | None) -> None:
-        self._set_paused(True)
         self._worker.pause()
+        self._set_paused(True, reported)
         if bad:  # one line for the whole pause, whatever the number of databases at fault
             first = bad[0]
             log.error("storage_paused", databases={s.kind: s.state for s in bad},
-                      path=str(first.path), detail=first.detail,
-                      fix=_FIXES.get(first.state, "run `mnemo health`"))
+                      path=str(first.path), detail=first.detail, fix=first.fix)
         else:
             log.error("storage_paused", databases={}, reported=reported,
                       detail="a message met this fault; the probe finds none now",
-                      fix=_FIXES.get(reported or "", "run `mnemo health`"))
+                      fix=fix_for(reported or "", self._any_path()))
 
-    def _set_paused(self, paused: bool) -> None:
+    def _any_path(self) -> str:
+        """A database path the probe saw (its folder is the data dir), for a fix's wording."""
+        with self._lock:
+            paths = [str(s.path) for s in self._last.values()]
+        return paths[0] if paths else "MNEMO_DATA_DIR/memory_ops.db"
+
+    def _set_paused(self, paused: bool, reported: str | None = None) -> None:
         with self._lock:
             self._paused = paused
+            self._reported = reported
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception as e:  # a listener (a heartbeat) never stops the guard
+                log.warning("storage_listener_failed", error=type(e).__name__)
 
 
 def storage_guard_of(broker: Broker) -> StorageGuard | None:

@@ -35,6 +35,23 @@ DEFAULT_MIN_FREE_BYTES = 1 << 20  # below this a write may fail half-way: pause 
 
 RESTORE_FIX = ("restore it from a backup (`mnemo restore latest --to DIR`, then point "
                "MNEMO_DATA_DIR at DIR), or stop mnemo and move the file aside to start it empty")
+_WRITABLE_FIX = ("make the file, its -wal and -shm files, its folder and the mount writable for "
+                 "the user running mnemo")
+_MISSING_FIX = "start the workers or run `mnemo db migrate`, or check MNEMO_DATA_DIR"
+
+
+def fix_for(state: str, path: Path | str) -> str:
+    """The one fix for a database at ``path`` in ``state``: what the CLI's Error: line, the
+    worker's ``storage_paused`` line and `mnemo health` all say."""
+    if state == DAMAGED:
+        return RESTORE_FIX
+    if state == READONLY:
+        return _WRITABLE_FIX
+    if state == FULL:
+        return f"free space on the file system holding {Path(path).parent}; what was stored is kept"
+    if state == MISSING:
+        return _MISSING_FIX
+    return "run `mnemo health`"
 
 
 def fault_of(exc: BaseException | None) -> str | None:
@@ -75,15 +92,14 @@ def store_error(exc: BaseException, path: Path | str, doing: str) -> StoreError:
         fault, found = _examine(Path(path))
         detail = f"{found}; {detail}" if found else detail
     if fault == DAMAGED:
-        return StoreDamagedError(f"{path} is damaged ({detail}) while {doing}: {RESTORE_FIX}")
+        return StoreDamagedError(f"{path} is damaged ({detail}) while {doing}: "
+                                 f"{fix_for(DAMAGED, path)}")
     if fault == READONLY:
-        return StoreUnwritableError(
-            READONLY, f"{path} cannot be written ({detail}) while {doing}: make the file, its "
-            "-wal and -shm files, its folder and the mount writable for the user running mnemo")
+        return StoreUnwritableError(READONLY, f"{path} cannot be written ({detail}) while "
+                                    f"{doing}: {fix_for(READONLY, path)}")
     if fault == FULL:
-        return StoreUnwritableError(
-            FULL, f"{path} cannot be written, the disk is full ({detail}) while {doing}: free "
-            f"space on the file system holding {Path(path).parent}; what was stored is kept")
+        return StoreUnwritableError(FULL, f"{path} cannot be written, the disk is full "
+                                    f"({detail}) while {doing}: {fix_for(FULL, path)}")
     return StoreError(f"cannot use SQLite database {path} ({detail}) while {doing}: check "
                       "that it is a mnemo database, then run `mnemo health`")
 
@@ -147,6 +163,10 @@ class StorageStatus:
     @property
     def ok(self) -> bool:
         return self.state == OK
+
+    @property
+    def fix(self) -> str:
+        return fix_for(self.state, self.path)
 
 
 def probe(path: Path | str, kind: str, *,

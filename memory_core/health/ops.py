@@ -15,14 +15,17 @@ def _who(beat: heartbeats.Heartbeat) -> str:
 
 
 def check_workers(env: HealthEnv) -> Check:
-    """Unhealthy without a fresh worker heartbeat; degraded when one went stale (a worker
-    died without a clean stop; its row goes after MNEMO_HEARTBEAT_KEEP_S)."""
+    """Unhealthy without a fresh worker heartbeat, or when every live worker is paused by its
+    StorageGuard (a database read-only, full or damaged); degraded when some are paused, or
+    one went stale (a worker died without a clean stop; its row goes after
+    MNEMO_HEARTBEAT_KEEP_S)."""
     stale_s = env.settings.health_stale_s
     beats = [b for b in heartbeats.read_all(env.ops, heartbeats.WORKER) if b.stopped_at is None]
     fresh = [b for b in beats if b.is_fresh(env.now, stale_s)]
     stale = [b for b in beats if not b.is_fresh(env.now, stale_s)]
+    paused = {_who(b): reason for b in fresh if (reason := b.paused_reason()) is not None}
     stale_ages = {_who(b): round(b.age_s(env.now)) for b in stale}
-    detail = {"fresh": [_who(b) for b in fresh], "stale": stale_ages,
+    detail = {"fresh": [_who(b) for b in fresh], "stale": stale_ages, "paused": paused,
               "processed": sum(b.processed for b in fresh),
               "failed": sum(b.failed for b in fresh)}
     if not fresh:
@@ -31,12 +34,20 @@ def check_workers(env: HealthEnv) -> Check:
         return Check("workers", UNHEALTHY,
                      f"no live worker (none within MNEMO_HEALTH_STALE_S={stale_s} s){seen}: "
                      "start them with `mnemo worker` or `mnemo up`", detail)
+    problems = [f"worker {w} paused: {why}" for w, why in paused.items()]
+    if problems:
+        problems[-1] += " (it resumes by itself once the state_db / ops_db check is ok)"
     if stale:
         listed = ", ".join(f"{w} ({age} s)" for w, age in stale_ages.items())
-        return Check("workers", DEGRADED,
-                     f"{len(fresh)} live worker process(es), but stale heartbeat(s) from "
-                     f"{listed}: a worker died without stopping; check its host and log",
+        problems.append(f"stale heartbeat(s) from {listed}: a worker died without stopping; "
+                        "check its host and log")
+    taking = len(fresh) - len(paused)
+    if taking == 0:
+        return Check("workers", UNHEALTHY, f"no worker takes messages: {'; '.join(problems)}",
                      detail)
+    if problems:
+        return Check("workers", DEGRADED, f"{taking} live worker process(es) taking messages, "
+                     f"but {'; '.join(problems)}", detail)
     return Check("workers", OK, f"{len(fresh)} live worker process(es)", detail)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from memory_core.brokers.base import QueueStats
 from memory_core.brokers.durability import OFF, ON, redis_persistence
 from memory_core.brokers.factory import embedded_path, make_broker
+from memory_core.db.faults import MISSING, fix_for
 from memory_core.errors import BrokerError, StoreError
 from memory_core.health.report import DEGRADED, OK, UNHEALTHY, Check, HealthEnv
 from memory_core.jobs import QUEUES
@@ -19,8 +20,8 @@ def _broker(env: HealthEnv) -> Any:
         return env.cache["broker"]
     settings = env.settings
     if settings.broker_kind == "embedded" and not embedded_path(settings).exists():
-        raise StoreError(f"the embedded queue {embedded_path(settings)} does not exist: start "
-                         "the workers or run `mnemo db migrate`")
+        path = embedded_path(settings)
+        raise StoreError(f"the embedded queue {path} does not exist: {fix_for(MISSING, path)}")
     broker = make_broker(settings)
     env.on_close(broker.close)
     for name in QUEUES:

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from memory_core.db.faults import MISSING, fix_for
 from memory_core.db.sqlite import Connection, connect
 from memory_core.errors import MnemoError, StoreError
 from memory_core.settings import Settings
@@ -24,7 +25,7 @@ log = structlog.get_logger("mnemo.health")
 
 OK, DEGRADED, UNHEALTHY = "ok", "degraded", "unhealthy"
 _RANK = {OK: 0, DEGRADED: 1, UNHEALTHY: 2}
-EXIT_CODES = dict(_RANK)  # 0 healthy, 1 degraded, 2 unhealthy
+EXIT_CODES = dict(_RANK)  # 0 healthy, 1 degraded, 2 unhealthy (scripts/cli/exit_codes.py)
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,7 @@ class HealthEnv:
         """A read-only connection to ``path``; StoreError when the file does not exist."""
         if path not in self._conns:
             if not path.exists():
-                raise StoreError(f"{path} ({what}) does not exist: start the workers or run "
-                                 "`mnemo db migrate`, or check MNEMO_DATA_DIR")
+                raise StoreError(f"{path} ({what}) does not exist: {fix_for(MISSING, path)}")
             self._conns[path] = connect(path, busy_timeout_ms=self.settings.busy_timeout_ms,
                                         readonly=True)
         return self._conns[path]

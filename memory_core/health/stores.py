@@ -1,69 +1,85 @@
 """Health of the two SQLite files and of the vectors in them.
 
-``PRAGMA quick_check`` reads every page (seconds per gigabyte): what it finds is a damaged
-file, which no other check would notice until a write or a read hits the bad page.
+A database's state is ``memory_core.db.faults.storage_status``'s, the same one the workers'
+StorageGuard pauses on and the CLI's exit code 4 reports: ``ok``, ``readonly``, ``full``,
+``damaged`` (it fails ``PRAGMA quick_check``, which reads every page: seconds per gigabyte)
+or ``missing``; anything but ``ok`` is unhealthy, with the same fix. An ``ok`` file then has
+its schema version checked. The embedder check words a mismatch as the refusing worker does
+(``memory_core.embedders.identity.mismatch_message``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from memory_core.db import migrations
-from memory_core.db.sqlite import sqlite_module
+from memory_core.db.faults import StorageStatus, storage_status
 from memory_core.embedders.factory import make_embedder
-from memory_core.errors import MnemoError
+from memory_core.embedders.identity import mismatch_message
 from memory_core.health.report import DEGRADED, OK, UNHEALTHY, Check, HealthEnv
 from memory_core.vectors import VectorIndex
 
-_RESTORE = ("stop the workers, restore the latest backup (`mnemo restore`), and keep the "
-            "damaged file for inspection")
+_STATES = {"damaged": "is damaged", "readonly": "cannot be written",
+           "full": "cannot be written, the disk is full", "missing": "does not exist"}
 
 
-def _database(env: HealthEnv, kind: str, path: Path) -> Check:
+def _statuses(env: HealthEnv) -> dict[str, StorageStatus]:
+    """Both databases probed once per report (a quick_check each)."""
+    if "storage" not in env.cache:
+        env.cache["storage"] = storage_status(env.settings)
+    found: dict[str, StorageStatus] = env.cache["storage"]
+    return found
+
+
+def _database(env: HealthEnv, kind: str) -> Check:
     name = f"{kind}_db"
-    try:
-        conn = env.conn(path, f"the {kind} database")
-        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
-        version = migrations.check_version(conn, kind, str(path))
-    except sqlite_module().DatabaseError as e:
-        return Check(name, UNHEALTHY, f"{path} is damaged ({type(e).__name__}: {e}): "
-                     f"{_RESTORE}", {"path": str(path)})
-    except MnemoError as e:
-        return Check(name, UNHEALTHY, str(e), {"path": str(path)})
-    detail = {"path": str(path), "schema_version": version}
-    if rows != ["ok"]:
-        return Check(name, UNHEALTHY, f"{path} fails PRAGMA quick_check ({'; '.join(rows[:3])}): "
-                     f"{_RESTORE}", {**detail, "quick_check": rows[:20]})
+    status = _statuses(env)[kind]
+    path = status.path
+    detail: dict[str, Any] = {"path": str(path), "state": status.state}
+    if not status.ok:
+        what = _STATES.get(status.state, status.state)
+        workers = "" if status.state == "missing" else "; workers pause until it is fixed"
+        return Check(name, UNHEALTHY, f"{path} {what} ({status.detail}){workers}: "
+                     f"{status.fix}", detail)
+    version = migrations.check_version(env.conn(path, f"the {kind} database"), kind, str(path))
+    detail["schema_version"] = version
     latest = migrations.latest_version(kind)
     if version < latest:
         return Check(name, UNHEALTHY, f"{path} has schema version {version}, this mnemo needs "
                      f"{latest}: run `mnemo db migrate` or start the workers", detail)
-    return Check(name, OK, f"quick_check ok, schema version {version}", detail)
+    return Check(name, OK, f"quick_check ok, writable, schema version {version}", detail)
 
 
 def check_state_db(env: HealthEnv) -> Check:
-    return _database(env, "state", env.settings.state_db_path)
+    return _database(env, "state")
 
 
 def check_ops_db(env: HealthEnv) -> Check:
-    return _database(env, "ops", env.settings.ops_db_path)
+    return _database(env, "ops")
 
 
 def check_embedder(env: HealthEnv) -> Check:
-    """The embedder recorded for the data against the configured one (MNEMO_EMBEDDER...)."""
+    """The embedder recorded for the data against the configured one (MNEMO_EMBEDDER...),
+    then rows with no vector (dense search misses them until `mnemo memory reindex`)."""
     index = VectorIndex(make_embedder(env.settings))  # a model that cannot load raises
     st = index.state(env.state)
-    detail = {"recorded": st.recorded_identity, "configured": st.active_identity}
+    detail: dict[str, Any] = {"recorded": st.recorded_identity,
+                              "configured": st.active_identity}
     if st.recorded_identity is None:
         return Check("embedder", OK, f"no vectors yet; {st.active_identity} will be recorded "
                      "by the first write", detail)
     if not st.match:
-        return Check("embedder", UNHEALTHY,
-                     f"the data's vectors were made by {st.recorded_identity} but the "
-                     f"configured embedder is {st.active_identity}: set MNEMO_EMBEDDER / "
-                     "MNEMO_EMBED_MODEL to the recorded one, or run `mnemo memory reindex` "
-                     "to rebuild the vectors with the configured one", detail)
+        where = f"the data in {env.settings.state_db_path}"
+        return Check("embedder", UNHEALTHY, "a worker with these settings would refuse: "
+                     + mismatch_message(st.recorded_identity, st.active_identity, where), detail)
     if st.reindex_target is not None:
         return Check("embedder", DEGRADED, "a reindex is under way: run `mnemo memory "
                      "reindex` again to finish it", detail)
+    missing = {k: n for k, n in (index.missing(env.state) or {}).items() if n}
+    detail["missing"] = missing
+    if missing:
+        listed = ", ".join(f"{k} {n}" for k, n in sorted(missing.items()))
+        return Check("embedder", DEGRADED,
+                     f"{sum(missing.values())} row(s) have no vector ({listed}): dense search "
+                     "does not find them; run `mnemo memory reindex` to fill them", detail)
     return Check("embedder", OK, f"{st.active_identity} matches the data", detail)

@@ -1,7 +1,6 @@
 """The ``mnemo`` command line: a click group of nouns (groups) and verbs (commands).
 
-Exit codes: 0 success, 1 a mnemo error (the message says what and how to fix it),
-2 a usage error; `mnemo health` has its own: 0 healthy, 1 degraded, 2 unhealthy.
+Exit codes: ``scripts.cli.exit_codes`` (the table in docs/cli.md and README.md).
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ from memory_core.db.sqlite import sqlite_module
 from memory_core.errors import MnemoError, StoreDamagedError, StoreError, StoreUnwritableError
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
+from scripts.cli import exit_codes
 
-STORAGE_FAULT_EXIT = 4  # a database is damaged, read-only or full (docs/cli.md)
+STORAGE_FAULT_EXIT = exit_codes.STORAGE_FAULT  # damaged, read-only or full (docs/cli.md)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

@@ -28,9 +28,10 @@ from memory_core.maintenance.drill import restore_drill as run_drill
 from memory_core.maintenance.restore import restore as run_restore
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
+from scripts.cli import exit_codes
 from scripts.cli.app import CONTEXT_SETTINGS, Ctx, emit_json, emit_table, handle_errors, json_option
 
-DRILL_FAILED_EXIT = 3
+DRILL_FAILED_EXIT = exit_codes.DRILL_FAILED
 
 
 @contextlib.contextmanager

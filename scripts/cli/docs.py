@@ -10,16 +10,16 @@ from collections.abc import Iterator
 
 import click
 
-HEADER = """# The mnemo CLI
+from scripts.cli.exit_codes import render_table
+
+HEADER = f"""# The mnemo CLI
 
 Generated from the commands' own help by `python -m scripts.cli.docs > docs/cli.md`;
 a test fails when this file is out of date.
 
-Exit codes: 0 success; 1 a mnemo error (the message says what is wrong and how to fix it);
-2 a usage error; 4 a database is damaged, read-only or full (the message names the file and
-the fix; see docs/databases.md, "Storage faults"). `mnemo health` has its own: 0 healthy,
-1 degraded, 2 unhealthy (its liveness probes `--worker` / `--scheduler`: 0 alive, 2 not).
-"""
+## Exit codes
+
+{render_table()}"""
 
 
 def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[

@@ -10,10 +10,11 @@ from schedules.health import health_report
 from scripts.cli.app import Ctx, emit_json, emit_table, json_option
 
 
-def _probe(obj: Ctx, role: str, pid: int | None) -> list[Check]:
+def _probe(obj: Ctx, role: str, pid: int | None, ready: bool) -> list[Check]:
     env = HealthEnv(obj.settings, utcnow())
+    name = f"{role}_ready" if ready else f"{role}_alive"
     try:
-        return run_checks(env, [(f"{role}_alive", lambda e: probe(e, role, pid=pid))])
+        return run_checks(env, [(name, lambda e: probe(e, role, pid=pid, ready=ready))])
     finally:
         env.close()
 
@@ -25,34 +26,45 @@ def _probe(obj: Ctx, role: str, pid: int | None) -> list[Check]:
               help="Liveness probe: a scheduler process on this host has a fresh heartbeat.")
 @click.option("--pid", type=click.IntRange(1), default=None,
               help="With --worker or --scheduler: that process only.")
+@click.option("--ready", is_flag=True,
+              help="With --worker: readiness, not liveness: fails while the worker is paused "
+                   "on a read-only, full or damaged database.")
 @json_option
 @click.pass_obj
 @click.pass_context
-def health(ctx: click.Context, obj: Ctx, role: str | None, pid: int | None,
+def health(ctx: click.Context, obj: Ctx, role: str | None, pid: int | None, ready: bool,
            as_json: bool) -> None:
     """Check memory, the queue and the processes; exit 0 healthy, 1 degraded, 2 unhealthy.
 
-    Checks, each named with its status and reason: both databases (PRAGMA quick_check,
-    schema version), the broker (reachable; Redis with appendonly), queue depth, the
-    oldest ready message, dead letters, the spool, fresh worker heartbeats, the embedder
-    recorded for the data against the configured one, the scheduler's leader lease, each
-    schedule's last window (within twice its cadence), the last restore drill and mirror
-    lag. Thresholds are MNEMO_HEALTH_* settings (docs/configuration.md). quick_check reads
-    every page: seconds per gigabyte.
+    Checks, each named with its status and reason: both databases (the state the workers
+    pause on: damaged by PRAGMA quick_check, read-only, full, missing; then the schema
+    version), the broker (reachable; Redis with appendonly), queue depth, the oldest ready
+    message, dead letters, the spool, fresh worker heartbeats (a worker paused on a storage
+    fault is named), the embedder recorded for the data against the configured one and rows
+    missing a vector, the scheduler's leader lease, each schedule's last window (within
+    twice its cadence), the last restore drill and mirror lag. Thresholds are
+    MNEMO_HEALTH_* settings (docs/configuration.md). quick_check reads every page: seconds
+    per gigabyte.
 
     With --worker or --scheduler it is a fast liveness probe for one process (Kubernetes,
     compose): exit 0 when a process of that role on this host (or --pid) wrote a
-    heartbeat within MNEMO_HEALTH_STALE_S, else 2.
+    heartbeat within MNEMO_HEALTH_STALE_S, else 2. A worker paused on a storage fault is
+    alive (restarting it would not help) but not ready: `--worker --ready` exits 2 while
+    it is paused (a readinessProbe).
 
     Example:
 
         mnemo health --json
 
         mnemo health --worker --pid 4242
+
+        mnemo health --worker --ready
     """
     if pid is not None and role is None:
         raise click.UsageError("--pid goes with --worker or --scheduler")
-    checks = _probe(obj, role, pid) if role else health_report(obj.settings, utcnow())
+    if ready and role != "worker":
+        raise click.UsageError("--ready goes with --worker")
+    checks = _probe(obj, role, pid, ready) if role else health_report(obj.settings, utcnow())
     status = overall(checks)
     if as_json:
         emit_json({"status": status, "checks": [c.as_json() for c in checks]})
