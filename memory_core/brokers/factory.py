@@ -9,6 +9,7 @@ first command.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -147,6 +148,7 @@ def make_journal_relay(settings: Settings, ops: Any) -> Any:
     from memory_core.brokers.spool import JournalRelay
     from memory_core.db.stores import open_state
 
-    return JournalRelay(Journal(ops), open_state(settings, migrate=False, readonly=True),
+    return JournalRelay(Journal(ops),
+                        functools.partial(open_state, settings, migrate=False, readonly=True),
                         resend_s=settings.turn_journal_resend_s,
                         interval_s=min(5.0, settings.turn_journal_resend_s / 2))

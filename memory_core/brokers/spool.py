@@ -228,10 +228,12 @@ class JournalRelay:
     """The turn journal's part of the relay thread: every ``interval_s``, drop what is
     recorded and re-send what Redis lost (``relay_journal``)."""
 
-    def __init__(self, journal: Journal, state: Database, *, resend_s: float,
-                 interval_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, journal: Journal, open_state: Callable[[], Database], *,
+                 resend_s: float, interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.journal = journal
-        self.state = state  # read-only: only applied_jobs is read
+        self.open_state = open_state  # read-only, opened when first needed
+        self.state: Database | None = None
         self.resend_s = resend_s
         self.interval_s = interval_s
         self.clock = clock
@@ -244,6 +246,8 @@ class JournalRelay:
         self._next = self.clock() + self.interval_s
         if not self.journal.size():
             return None
+        if self.state is None:
+            self.state = self.open_state()
         report = relay_journal(broker, self.journal, self.state.conn,
                                resend_s=self.resend_s, keep_going=leased)
         if report.resent or report.held:
@@ -252,4 +256,5 @@ class JournalRelay:
         return report
 
     def close(self) -> None:
-        self.state.close()
+        if self.state is not None:
+            self.state.close()
