@@ -152,3 +152,20 @@ def _resend(offer: Callable[[Message[Any]], Any], journal: Journal,
         return False
     journal.mark_resent(done, now)
     return True
+
+
+def journal_status(journal: Journal, state: Connection, *, resend_s: float,
+                   now: float | None = None, batch: int = 500) -> dict[str, int]:
+    """Read-only counts: ``entries``, ``unrecorded`` (the turn is not recorded yet) and
+    ``overdue`` (unrecorded longer than ``resend_s`` since the last send)."""
+    now = time.time() if now is None else now
+    out = {"entries": 0, "unrecorded": 0, "overdue": 0}
+    after = 0
+    while rows := journal.page(after, batch):
+        after = rows[-1][0]
+        recorded = recorded_turns(state, rows)
+        waiting = [r for r in rows if r[1] not in recorded]
+        out["entries"] += len(rows)
+        out["unrecorded"] += len(waiting)
+        out["overdue"] += sum(1 for r in waiting if r[5] <= now - resend_s)
+    return out
