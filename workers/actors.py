@@ -56,6 +56,20 @@ def follow_up_message(parent_id: str | None, job: str, kwargs: dict[str, Any]) -
     return dataclasses.replace(message, message_id=follow_up_id(parent_id, job, kwargs))
 
 
+def _offer(broker: Broker) -> Callable[[Message[Any]], bool]:
+    """The broker's send-once (False: that id is already queued); a broker without one
+    (a StubBroker in actor tests) sends."""
+    once = getattr(broker, "enqueue_once", None)
+    if once is not None:
+        return once
+
+    def send(message: Message[Any]) -> bool:
+        broker.enqueue(message)
+        return True
+
+    return send
+
+
 def _current_message_id() -> str | None:
     message = CurrentMessage.get_current_message()
     return None if message is None else str(message.message_id)
@@ -70,7 +84,7 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
         parent = _current_message_id()
         # Offered, not re-sent: a copy of the follow-up still waiting or in flight (a
         # redelivered parent, or one the completeness check re-sent) is left as it is.
-        offer = getattr(broker, "enqueue_once", broker.enqueue)
+        offer = _offer(broker)
         for name, payload in result.follow_ups:
             offer(follow_up_message(parent, name, payload))
 
@@ -82,7 +96,7 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
 def _maintenance_fn(job: Job, context: LazyContext, broker: Broker) -> Callable[..., None]:
     def run(window: str, **kwargs: Any) -> None:
         parent = _current_message_id()
-        offer = getattr(broker, "enqueue_once", broker.enqueue)
+        offer = _offer(broker)
         result = run_maintenance(context.get(), job.name, window, parent, offer, **kwargs)
         if result is None:
             return
