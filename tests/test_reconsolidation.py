@@ -62,6 +62,12 @@ def test_in_order_shuffled_and_bulk_give_the_same_episodes_after_reconsolidation
         for ctx in ctxs.values():
             run_chain(job_env(ctx), "r1")
         after = {n: memory(c.state.conn) for n, c in ctxs.items()}
+        # The bulk path (process_turns) runs no ego_anchor / micro_consolidate jobs, so it
+        # has none of their job keys (the completeness check sends those later): job keys
+        # are compared for the kinds every path writes.
+        for snap in after.values():
+            snap["applied_jobs"] = [k for k in snap["applied_jobs"]
+                                    if not k[0].startswith(("anchor:", "consolidate:"))]
         for name in ("shuffled", "bulk"):
             for table in after["ordered"]:
                 assert after[name][table] == after["ordered"][table], (name, table)
