@@ -9,17 +9,14 @@ workers are real processes (``tests.helpers.pipeline_worker``) with the real act
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from click.testing import CliRunner
 
 from memory_core import Memory
@@ -29,53 +26,19 @@ from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from memory_core.write.completeness import check_completeness
 from scripts.cli import main
-from tests.conftest import REPO, service_unavailable
+from tests.conftest import REPO
 from tests.helpers.post_turn import turn
-from tests.helpers.queue_env import RedisServer, stop_process, wait_for
+from tests.helpers.queue_env import RedisServer, started_redis, stop_process, wait_for
 
 pytest_plugins = ("tests.helpers.queue_fixtures",)
 
 N = 60
 
 
-class VolatileRedis(RedisServer):
-    """A test-owned redis-server without persistence: a restart starts empty."""
-
-    def start(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--appendonly", "no", "--save", "", "--dir", str(self.dir),
-             "--logfile", str(self.dir / "redis.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(self._answers, timeout=10, interval=0.05)
-
-    def _answers(self) -> bool:
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-
 @pytest.fixture
-def volatile_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
-    if shutil.which("redis-server") is None:  # skips on a laptop, fails under CI
-        service_unavailable("redis-server (the binary, to start a test-owned server)")
-    server = VolatileRedis(tmp_path / f"redis-{uuid.uuid4().hex[:6]}")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def volatile_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A test-owned redis-server without persistence: a restart starts empty."""
+    yield from started_redis(tmp_path, persistent=False)
 
 
 def _env(tmp_path: Path, broker_url: str | None) -> dict[str, str]:
@@ -131,7 +94,7 @@ def _verify(env: dict[str, str], *args: str) -> Any:
 @pytest.mark.slow
 @pytest.mark.redis
 def test_redis_killed_and_restarted_empty_loses_nothing_after_the_repair(
-        tmp_path: Path, volatile_redis: VolatileRedis) -> None:
+        tmp_path: Path, volatile_redis: RedisServer) -> None:
     env = _env(tmp_path, volatile_redis.url)
     settings = Settings.from_env(env)
     turns = _turns()

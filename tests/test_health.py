@@ -37,8 +37,8 @@ from tests.conftest import REPO
 from tests.helpers.post_turn import record_messages, turn
 from tests.helpers.queue_env import (
     RedisServer,
-    free_port,
     start_worker_process,
+    started_redis,
     stop_process,
     wait_for,
 )
@@ -220,32 +220,10 @@ def test_redis_without_persistence_is_reported_and_can_be_refused(
 
 @pytest.fixture
 def redis_without_config(tmp_path: Path) -> Iterator[str]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--dir", str(tmp_path), "--rename-command",
-                             "CONFIG", ""], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        import redis
-
-        client = redis.Redis(port=port)
-        wait_for(lambda: _pings(client), 10, interval=0.05)
-        client.close()
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
-def _pings(client: Any) -> bool:
-    import redis
-
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
+    """A test-owned redis-server that refuses CONFIG (as many managed services do)."""
+    for server in started_redis(tmp_path, persistent=False,
+                                extra_args=("--rename-command", "CONFIG", "")):
+        yield server.url
 
 
 def test_redis_that_hides_config_is_unknown(tmp_path: Path, redis_without_config: str) -> None:

@@ -6,11 +6,13 @@ The fixtures built on them are in ``tests.helpers.queue_fixtures`` (a pytest plu
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 import redis
 from dramatiq import Worker
 
-from tests.conftest import REPO
+from tests.conftest import REPO, service_unavailable
 
 
 def free_port() -> int:
@@ -41,11 +43,15 @@ def wait_for(condition: Callable[[], Any], timeout: float, interval: float = 0.0
 
 
 class RedisServer:
-    """A redis-server owned by one test: its own port and directory, appendonly on."""
+    """A redis-server owned by one test: its own port and directory; appendonly on unless
+    ``persistent=False`` (then a restart starts empty); ``extra_args`` go to the server."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, persistent: bool = True,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.dir = directory
         self.port = free_port()
+        self.persistent = persistent
+        self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -56,8 +62,9 @@ class RedisServer:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--appendonly", "yes", "--save", "", "--dir", str(self.dir),
-             "--logfile", str(self.dir / "redis.log")],
+             "--appendonly", "yes" if self.persistent else "no", "--save", "",
+             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log"),
+             *self.extra_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         deadline = time.monotonic() + 10
@@ -71,12 +78,32 @@ class RedisServer:
                 time.sleep(0.05)
         client.close()
 
+    def kill(self) -> None:
+        """SIGKILL: whatever Redis did not persist is gone."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
     def stop(self) -> None:
         """Graceful stop (SIGTERM): Redis flushes its append-only file first."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=15)
         self.proc = None
+
+
+def started_redis(tmp_path: Path, **options: Any) -> Iterator[RedisServer]:
+    """A started test-owned redis-server (``RedisServer`` options); stopped at teardown
+    whatever happened. No redis-server binary: skips on a laptop, fails under CI."""
+    if shutil.which("redis-server") is None:
+        service_unavailable("redis-server (the binary, to start a test-owned server)")
+    server = RedisServer(tmp_path / f"redis-{uuid.uuid4().hex[:6]}", **options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def drop_namespace(url: str, namespace: str) -> None:
