@@ -11,7 +11,9 @@ sends ``--turns`` LoCoMo turns spread over ``--tenants`` tenants through
 ``Memory.after_turn``, one message per turn, evenly over ``--duration`` seconds. Meanwhile a
 worker is SIGKILLed every ``--kill-every`` seconds (the two in turn) and restarted, and on
 Redis the server is SIGKILLed twice and restarted: at 30 % of the run with its append-only
-file, at 65 % without its data.
+file, at 65 % without its data; for ``--backlog`` seconds before that second crash the
+workers are stopped (SIGSTOP, then SIGCONT), so the crash finds messages to lose rather than
+the near-empty queue of a pool that keeps up.
 
 Then it waits for the queue to drain (bounded: ``--drain-timeout``), runs the completeness
 check (``soak_checks.completeness_check``), waits again, stops the workers and prints: turns
@@ -56,9 +58,11 @@ class Chaos(threading.Thread):
     """Kills on a timetable: a worker every ``kill_every`` s; the Redis server twice."""
 
     def __init__(self, workers: list[WorkerProcess], server: RedisServer | None,
-                 duration: float, kill_every: float, outage_s: float) -> None:
+                 duration: float, kill_every: float, outage_s: float, backlog_s: float) -> None:
         super().__init__(name="soak-chaos", daemon=True)
         self.workers, self.server, self.outage_s = workers, server, outage_s
+        self.backlog_s = backlog_s
+        self.paused = False
         self.stop_event = threading.Event()
         self.events: list[str] = []
         plan: list[tuple[float, str, Any]] = []
@@ -66,6 +70,8 @@ class Chaos(threading.Thread):
         plan += [(kill_every * (i + 1), "worker", i % len(workers)) for i in range(n)]
         if server is not None:
             plan += [(duration * f, "redis", lose) for f, lose in REDIS_CRASHES]
+            lossy = [duration * f for f, lose in REDIS_CRASHES if lose]
+            plan += [(at - backlog_s, "pause", None) for at in lossy if backlog_s > 0]
         self.plan = sorted(p for p in plan if p[0] < duration)
 
     def run(self) -> None:
@@ -78,17 +84,33 @@ class Chaos(threading.Thread):
                 self.stop_event.wait(0.5)
                 self.workers[arg].start()
                 self.events.append(f"{time.monotonic() - began:.0f}s kill worker{arg}")
+            elif what == "pause":
+                self._pause(True)
             else:
-                assert self.server is not None
-                self.server.crash(lose_data=arg)
-                self.stop_event.wait(self.outage_s)
-                self.server.start()
-                self.events.append(f"{time.monotonic() - began:.0f}s kill redis"
-                                   + (" (data lost)" if arg else " (AOF kept)"))
+                self._crash_redis(began, lose_data=arg)
+
+    def _pause(self, paused: bool) -> None:
+        for w in self.workers:
+            w.pause(paused)
+        self.paused = paused
+
+    def _crash_redis(self, began: float, lose_data: bool) -> None:
+        assert self.server is not None
+        held = self.server.held()
+        self.server.crash(lose_data=lose_data)
+        self.stop_event.wait(self.outage_s)
+        self.server.start()
+        if self.paused:
+            self._pause(False)
+        self.events.append(f"{time.monotonic() - began:.0f}s kill redis "
+                           + (f"(data lost: {held} messages held)" if lose_data
+                              else f"(AOF kept; {held} messages held)"))
 
     def finish(self) -> None:
         self.stop_event.set()
         self.join(timeout=60)
+        if self.paused:
+            self._pause(False)
 
 
 def send(settings: Any, turns: list[dict], duration: float) -> tuple[float, int]:
@@ -103,7 +125,7 @@ def send(settings: Any, turns: list[dict], duration: float) -> tuple[float, int]
                 time.sleep(delay)
             try:
                 mem.after_turn(turn)
-            except Exception as e:  # noqa: BLE001 - a failed send is counted, never hidden
+            except Exception as e:  # a failed send is counted, never hidden
                 errors += 1
                 print(f"  after_turn failed: {type(e).__name__}", file=sys.stderr)
     return time.monotonic() - began, errors
@@ -193,7 +215,8 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                        for i in range(WORKERS)]
             for w in workers:
                 w.start()
-            chaos = Chaos(workers, server, args.duration, args.kill_every, args.redis_outage)
+            chaos = Chaos(workers, server, args.duration, args.kill_every, args.redis_outage,
+                          args.backlog)
             chaos.start()
             sent_s, send_errors = send(settings, turns, args.duration)
             chaos.finish()
@@ -224,11 +247,14 @@ def passed(r: dict[str, Any]) -> bool:
             and r["cross_tenant_rows"] == 0 and not any(diffs.values()))
 
 
+def _same(n: int) -> str:
+    return "equal" if n == 0 else f"DIFFER ({n} rows)"
+
+
 def report(r: dict[str, Any]) -> None:
     d = r["differences"]
-    episodes = (f"episodes {'equal' if d['episodes'] == 0 else 'DIFFER (%d rows)' % d['episodes']}"
-                if r["reconsolidated"] else
-                f"episodes per turn {'equal' if d['turn_episodes'] == 0 else 'DIFFER'} "
+    episodes = (f"episodes {_same(d['episodes'])}" if r["reconsolidated"] else
+                f"episodes per turn {_same(d['turn_episodes'])} "
                 f"(whole table: {d['episodes']} rows differ; not judged: global_reconsolidation "
                 "is not built on this branch)")
     print(f"{r['broker']}: sent {r['turns_sent']:,} turns in {r['send_s']} s "
@@ -239,9 +265,8 @@ def report(r: dict[str, Any]) -> None:
     print(f"  turns lost: {r['turns_lost']}   follow-ups missing: {r['followups_missing']}   "
           f"recorded twice: {r['recorded_twice']}   rows across tenants: "
           f"{r['cross_tenant_rows']}")
-    print(f"  replay ({r['replay_s']} s): beliefs "
-          f"{'equal' if d['beliefs'] == 0 else 'DIFFER (%d rows)' % d['beliefs']}, entities "
-          f"{'equal' if d['entities'] == 0 else 'DIFFER (%d rows)' % d['entities']}, {episodes}")
+    print(f"  replay ({r['replay_s']} s): beliefs {_same(d['beliefs'])}, entities "
+          f"{_same(d['entities'])}, {episodes}")
     print(f"  {'PASS' if passed(r) else 'FAIL'}")
     print("RESULT " + json.dumps(r, sort_keys=True))
 
@@ -257,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=int, default=15,
                         help="MNEMO_QUEUE_LEASE_SECONDS of the embedded queue")
     parser.add_argument("--redis-outage", type=float, default=2.0)
+    parser.add_argument("--backlog", type=float, default=5,
+                        help="Redis: seconds the workers are stopped (SIGSTOP) before the "
+                        "crash that loses the data, so it loses a backlog (0: off)")
     parser.add_argument("--drain-timeout", type=float, default=300)
     args = parser.parse_args(argv)
     configure_logging(checks.settings_for(Path(tempfile.gettempdir()), None, args.lease),

@@ -82,10 +82,8 @@ def _stop(proc: subprocess.Popen[bytes] | None, sig: int, timeout: float) -> Non
         return
     if proc.poll() is None:
         _kill_group(proc, sig)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
     _kill_group(proc, signal.SIGKILL)  # also any child left behind by a killed parent
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
@@ -136,6 +134,17 @@ class RedisServer:
         _stop(self.proc, signal.SIGTERM, 15)
         self.proc = None
 
+    def held(self) -> int:
+        """Messages the server holds (waiting, delayed or delivered but not acked): every
+        Dramatiq message body lives in a ``<queue>.msgs`` hash until it is acked."""
+        client = redis.Redis(port=self.port, socket_timeout=2)
+        try:
+            return sum(int(client.hlen(k)) for k in client.scan_iter(match="*.msgs", count=1000))
+        except redis.RedisError:
+            return -1
+        finally:
+            client.close()
+
 
 class WorkerProcess:
     """``mnemo worker --processes 1 --threads T``: one worker process as production runs it
@@ -164,6 +173,11 @@ class WorkerProcess:
     def stop(self) -> None:
         _stop(self.proc, signal.SIGTERM, 20)
         self.proc = None
+
+    def pause(self, paused: bool) -> None:
+        """SIGSTOP / SIGCONT the group (a worker that stalls, then goes on)."""
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_group(self.proc, signal.SIGSTOP if paused else signal.SIGCONT)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
