@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import threading
@@ -271,7 +272,12 @@ def report(r: dict[str, Any]) -> None:
     print("RESULT " + json.dumps(r, sort_keys=True))
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # so the finally blocks stop every process the bench started
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", default="embedded,redis")
     parser.add_argument("--turns", type=int, default=20_000)
