@@ -162,6 +162,36 @@ def derived_message_id(job_name: str, *parts: str) -> str:
     return str(uuid.uuid5(_DERIVED_ID_NS, json.dumps([job_name, *parts], separators=(",", ":"))))
 
 
+def applied_key(kind: str, tenant: str, turn_uid: str, extra: str = "") -> str:
+    """The ``applied_jobs`` key (state db) a turn's step writes with its effect:
+    ``<kind>:<tenant>:<turn_uid>[:<extra>]`` (``memory_core.write.pipeline``); the turn
+    journal and the completeness check read them."""
+    return f"{kind}:{tenant}:{turn_uid}" + (f":{extra}" if extra else "")
+
+
+# The namespace of follow-up ids (was workers.actors'; unchanged, so ids stay the same).
+_FOLLOW_UP_NS = uuid.UUID("5d0c1a52-3f0e-4e8b-9a55-6d6e656d6f21")
+
+
+def turn_job_id(job_name: str, tenant: str, turn_uid: str) -> str:
+    """The id of a turn's follow-up ``job_name`` (extract_beliefs, ego_anchor,
+    micro_consolidate): one per job and turn, whoever sends it — the parent step, its
+    redelivery, or the completeness check re-sending a lost one
+    (``memory_core.write.completeness``) — so a copy still queued is not doubled. A recorded
+    turn's content never changes (a reused turn uid is refused), so tenant + uid name it."""
+    return derived_message_id(job_name, tenant, turn_uid)
+
+
+def follow_up_id(parent_id: str, job: str, payload: dict[str, Any] | None = None) -> str:
+    """The id of the follow-up ``job`` (with ``payload``) of message ``parent_id``: the same
+    on every redelivery of the parent. A per-turn follow-up (its payload names tenant and
+    turn_uid) gets ``turn_job_id``; any other is derived from its parent's id."""
+    if payload is not None and isinstance(payload.get("turn_uid"), str) and isinstance(
+            payload.get("tenant"), str):
+        return turn_job_id(job, payload["tenant"], payload["turn_uid"])
+    return str(uuid.uuid5(_FOLLOW_UP_NS, f"{parent_id}/{job}"))
+
+
 def build_message(job_name: str, **kwargs: Any) -> Message[Any]:
     """A Dramatiq message for job ``job_name`` with keyword payload ``kwargs``.
 

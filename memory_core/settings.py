@@ -205,6 +205,11 @@ class Settings:
     health_spool: int = 1_000
     health_drill_age_s: int = 8 * 86_400
     health_mirror_lag: int = 10_000
+    # Completeness (memory_core/write/completeness.py, brokers/journal.py; docs/queue.md).
+    completeness_grace_s: int = 600
+    completeness_max_turns: int = 20_000
+    turn_journal: bool = True
+    turn_journal_resend_s: int = 60
 
     def __post_init__(self) -> None:
         for name in ("data_dir", "embed_model_path", "embed_cache_dir", "backup_dir"):
@@ -425,4 +430,17 @@ VARIABLES: tuple[_Var, ...] = (
          "`mnemo health` is degraded when the last restore drill is older than this."),
     _Var("MNEMO_HEALTH_MIRROR_LAG", "health_mirror_lag", _int_parser(0, 1_000_000_000),
          "`mnemo health` is degraded when a mirror is more outbox rows behind than this."),
+    _Var("MNEMO_COMPLETENESS_GRACE_S", "completeness_grace_s", _int_parser(0, 7 * 86_400),
+         "The completeness check (macro_sleep, commitment_gc, `mnemo queue verify`) skips "
+         "turns recorded more recently than this: their follow-ups may still be in flight."),
+    _Var("MNEMO_COMPLETENESS_MAX_TURNS", "completeness_max_turns",
+         _int_parser(1, 1_000_000_000),
+         "Most recorded turns (newest first) one completeness check reads."),
+    _Var("MNEMO_TURN_JOURNAL", "turn_journal", _bool,
+         "Redis broker: after_turn keeps what it sent in a journal in memory_ops.db until a "
+         "worker has recorded the turn, and the workers' relay re-sends what Redis lost; "
+         "off: a turn lost by Redis stays lost."),
+    _Var("MNEMO_TURN_JOURNAL_RESEND_S", "turn_journal_resend_s", _int_parser(1, 7 * 86_400),
+         "A journal entry whose turn is still not recorded this long after it was sent (or "
+         "last re-sent) is sent again."),
 )

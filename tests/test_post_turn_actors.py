@@ -97,7 +97,9 @@ def test_a_redelivered_message_changes_nothing_and_adds_no_audit_row(
     assert _audit(ctx) == first
     assert ctx.state.conn.execute("SELECT count(*) FROM beliefs").fetchone()[0] == beliefs
     assert ctx.state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 1
-    extract_id = follow_up_id(message.message_id, "extract_beliefs")
+    extract_id = follow_up_id(message.message_id, "extract_beliefs",
+                              {"tenant": message.kwargs["tenant"],
+                               "turn_uid": message.kwargs["turn"]["turn_uid"]})
     assert any(r[4] == extract_id for r in first)  # follow-ups carry derived ids
 
 

@@ -8,9 +8,11 @@ cannot drift; a test checks that every job has exactly one actor on the same que
 An actor runs its step (``workers.steps``) with the process's context, hands the step's
 mutations to the Audit middleware (``workers.audit.report``) and then enqueues the step's
 follow-up jobs, after the effect committed. A follow-up's message id is derived from the
-parent message's id and the job, so a redelivered parent re-sends the same follow-up
-messages: the embedded broker ignores an id that is still waiting, and the audit rows of a
-re-run follow-up are ignored as duplicates.
+turn and the job (or, for a follow-up of no one turn, the parent message's id and the job:
+``memory_core.jobs.follow_up_id``), so a redelivered
+parent re-sends the same follow-up messages, offered with ``enqueue_once``: both brokers
+keep an id that is still queued once, and the audit rows of a re-run follow-up are ignored
+as duplicates.
 
 The maintenance actors (queue ``maintenance``, one per schedule job) run
 ``workers.maintenance.run_maintenance`` instead of a step: the job body plus the firing
@@ -25,7 +27,6 @@ go straight to the dead letters (``mnemo queue requeue`` replays them once fixed
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ from dramatiq import Actor, Broker, Message
 from dramatiq.middleware import CurrentMessage
 
 from memory_core.errors import ConfigurationError, InvalidInputError
-from memory_core.jobs import JOBS, MAINTENANCE, Job, build_message
+from memory_core.jobs import JOBS, MAINTENANCE, Job, build_message, follow_up_id
 from workers.audit import report
 from workers.context import LazyContext
 from workers.maintenance import run_maintenance
@@ -42,21 +43,17 @@ from workers.steps import STEPS, StepResult
 
 NON_RETRYABLE: tuple[type[Exception], ...] = (InvalidInputError, ConfigurationError)
 
-_FOLLOW_UP_NS = uuid.UUID("5d0c1a52-3f0e-4e8b-9a55-6d6e656d6f21")
-
-
-def follow_up_id(parent_id: str, job: str) -> str:
-    """The id of the follow-up ``job`` of message ``parent_id`` (the same on every
-    redelivery of the parent)."""
-    return str(uuid.uuid5(_FOLLOW_UP_NS, f"{parent_id}/{job}"))
+__all__ = ["NON_RETRYABLE", "declare_actors", "follow_up_id", "follow_up_message"]
 
 
 def follow_up_message(parent_id: str | None, job: str, kwargs: dict[str, Any]) -> Message[Any]:
-    """The follow-up ``job`` message; a fresh id when there is no parent message."""
+    """The follow-up ``job`` message; a fresh id when there is no parent message (and the
+    follow-up is not a turn's: those have one id per job and turn)."""
     message = build_message(job, **kwargs)
-    if parent_id is None:
+    if parent_id is None and "turn_uid" not in kwargs:
         return message
-    return dataclasses.replace(message, message_id=follow_up_id(parent_id, job))
+    parent_id = parent_id or ""
+    return dataclasses.replace(message, message_id=follow_up_id(parent_id, job, kwargs))
 
 
 def _current_message_id() -> str | None:
@@ -71,8 +68,11 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
         result = step(ctx, **kwargs)
         report(ctx.ops, result.audit)
         parent = _current_message_id()
+        # Offered, not re-sent: a copy of the follow-up still waiting or in flight (a
+        # redelivered parent, or one the completeness check re-sent) is left as it is.
+        offer = getattr(broker, "enqueue_once", broker.enqueue)
         for name, payload in result.follow_ups:
-            broker.enqueue(follow_up_message(parent, name, payload))
+            offer(follow_up_message(parent, name, payload))
 
     run.__name__ = run.__qualname__ = job.name
     run.__doc__ = job.doc
@@ -82,7 +82,8 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
 def _maintenance_fn(job: Job, context: LazyContext, broker: Broker) -> Callable[..., None]:
     def run(window: str, **kwargs: Any) -> None:
         parent = _current_message_id()
-        result = run_maintenance(context.get(), job.name, window, parent, **kwargs)
+        offer = getattr(broker, "enqueue_once", broker.enqueue)
+        result = run_maintenance(context.get(), job.name, window, parent, offer, **kwargs)
         if result is None:
             return
         for name, payload in result.follow_ups:

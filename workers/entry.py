@@ -92,10 +92,12 @@ def _check_persistence(settings: Settings, broker: Any) -> None:
 
 
 def serve(settings: Settings, broker: Any, stop: threading.Event, *, threads: int,
-          grace_s: float = DEFAULT_GRACE_S) -> None:
-    """Run a Worker on ``broker`` (plus the spool relay on Redis) until ``stop`` is set."""
+          grace_s: float = DEFAULT_GRACE_S, queues: set[str] | None = None) -> None:
+    """Run a Worker on ``broker`` (plus the spool relay on Redis) until ``stop`` is set.
+
+    ``queues``: only these (default: every declared queue)."""
     broker.emit_after("process_boot")  # starts TimeLimit's watchdog, as Dramatiq's CLI does
-    worker = Worker(broker, worker_threads=threads, worker_timeout=1000)
+    worker = Worker(broker, worker_threads=threads, worker_timeout=1000, queues=queues)
     worker.start()
     holder = f"{socket.gethostname()}:{os.getpid()}"
     relay = make_relay(settings, broker, holder)

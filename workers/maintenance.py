@@ -21,9 +21,11 @@ between runs the (idempotent) body once more.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
+from dramatiq import Message
 
 from memory_core.clock import utcnow
 from memory_core.db.sqlite import sqlite_module
@@ -52,11 +54,14 @@ def _numbers(counts: dict[str, Any]) -> dict[str, int | float]:
 
 
 def run_maintenance(ctx: WorkerContext, job: str, window: str, message_id: str | None,
+                    offer: Callable[[Message[Any]], bool] | None = None,
                     **kwargs: Any) -> JobReport | None:
     """Run job ``job`` for window ``window``; None when the window is already done.
 
-    Raises InvalidInputError for a window key that is malformed or names another schedule
-    (dead-lettered at once), and whatever the body raises (retried).
+    ``offer``: the broker's ``enqueue_once`` (the completeness check re-sends lost
+    post-turn follow-ups through it). Raises InvalidInputError for a window key that is
+    malformed or names another schedule (dead-lettered at once), and whatever the body
+    raises (retried).
     """
     schedule_id, start = firings.parse_window_key(window)
     schedule_id = schedule_id or job  # a manual key names no schedule: the job's own
@@ -69,7 +74,8 @@ def run_maintenance(ctx: WorkerContext, job: str, window: str, message_id: str |
                              window_start=start, now=now):
         log.info("maintenance_skipped", job=job, window=window, reason="window_done")
         return None
-    env = JobEnv(ctx.settings, ctx.state, ctx.ops, ctx.index, now=start or now, window=window)
+    env = JobEnv(ctx.settings, ctx.state, ctx.ops, ctx.index, now=start or now, window=window,
+                 offer=offer)
     started = time.perf_counter()
     try:
         report = BODIES[job](env, **_body_kwargs(ctx, job, window, kwargs))

@@ -9,6 +9,7 @@ first command.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -116,15 +117,38 @@ def make_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
     spool_db = Database(settings.ops_db_path, "ops", busy_timeout_ms=settings.busy_timeout_ms,
                         autocheckpoint=False)
     spool_db.conn  # noqa: B018 - open now: the first outage must not pay for opening it
-    return SpoolingEnqueuer(broker, Spool(spool_db, WalCheckpointer(spool_db)))
+    checkpointer = WalCheckpointer(spool_db)
+    journal = None
+    if settings.turn_journal:
+        from memory_core.brokers.journal import Journal
+
+        journal = Journal(spool_db, checkpointer)
+    return SpoolingEnqueuer(broker, Spool(spool_db, checkpointer), journal=journal)
 
 
 def make_relay(settings: Settings, broker: Any, holder: str, *,
                interval_s: float = 1.0) -> Any:
-    """The spool relay thread for a Redis worker process (None for the embedded broker)."""
+    """The spool relay thread for a Redis worker process (None for the embedded broker);
+    with ``MNEMO_TURN_JOURNAL`` it relays the turn journal too."""
     if settings.broker_kind != "redis":
         return None
     from memory_core.brokers.spool import Spool, SpoolRelay
     from memory_core.db.stores import open_ops
 
-    return SpoolRelay(broker, Spool(open_ops(settings)), holder, interval_s=interval_s)
+    ops = open_ops(settings)
+    return SpoolRelay(broker, Spool(ops), holder, interval_s=interval_s,
+                      journal=make_journal_relay(settings, ops))
+
+
+def make_journal_relay(settings: Settings, ops: Any) -> Any:
+    """The turn journal's relay over ``ops`` (None when the journal is off)."""
+    if not settings.turn_journal:
+        return None
+    from memory_core.brokers.journal import Journal
+    from memory_core.brokers.spool import JournalRelay
+    from memory_core.db.stores import open_state
+
+    return JournalRelay(Journal(ops),
+                        functools.partial(open_state, settings, migrate=False, readonly=True),
+                        resend_s=settings.turn_journal_resend_s,
+                        interval_s=min(5.0, settings.turn_journal_resend_s / 2))

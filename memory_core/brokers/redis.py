@@ -156,7 +156,19 @@ class _Consumer(_RedisConsumer):
             self.queued_message_ids.discard(message.message_id)
         else:
             super().ack(message)
+            if getattr(message, "_exception", None) is None:
+                self._forget_guard(message.message_id)
         self._room.set()
+
+    def _forget_guard(self, message_id: str) -> None:
+        """Done (not failed: a failed one's retry is still queued): drop the id's
+        ``enqueue_once`` guard, so the guard means "queued, in flight or dead" and an offer
+        of the id after its work was skipped (an aged-out consolidation) is queued again.
+        A failure only leaves the guard to its TTL."""
+        try:
+            self.broker.client.delete(self.broker._sent_key(message_id))
+        except redis.RedisError as e:
+            log.warning("sent_guard_not_dropped", error=type(e).__name__)
 
     def nack(self, message: Any) -> None:
         exc = getattr(message, "_exception", None)
@@ -238,7 +250,9 @@ class MnemoRedisBroker(RedisBroker):
         with a TTL) in the same script that enqueues, atomically. A duplicate still gets in
         after the guard expired, or after Redis lost its data (both then lost together):
         safe, since every actor is idempotent, only a second run of a no-op. Not for
-        Retries' re-enqueue, which must re-send the same id (``enqueue`` does that).
+        Retries' re-enqueue, which must re-send the same id (``enqueue`` does that). A
+        consumer drops the guard once the message is done (acked without an error), so the
+        guard keeps out copies of what is queued, in flight, retrying or dead.
         """
         msg = stored_message(message).copy(options={"redis_message_id": str(uuid4())})
         queue = self._key(msg.queue_name)

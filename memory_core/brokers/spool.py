@@ -11,6 +11,10 @@ accepted it: at least once (a crash in between forwards it again; actors are ide
 (``memory_core.db.leases``, renewed before each batch) lets one process relay at a time.
 Messages sent directly while older ones wait in the spool can overtake them: the post-turn
 actors do not depend on arrival order.
+
+With ``MNEMO_TURN_JOURNAL`` on, the sender also keeps each record_turn message in the turn
+journal (``memory_core.brokers.journal``) until a worker has recorded the turn, and the
+relay thread re-sends what Redis lost (``JournalRelay``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import structlog
 from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
+from memory_core.brokers.journal import Journal, JournalReport, relay_journal
 from memory_core.brokers.redis import MnemoRedisBroker
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.leases import SqliteLeases
@@ -89,9 +94,11 @@ class SpoolingEnqueuer:
     kind = "redis"
 
     def __init__(self, broker: MnemoRedisBroker, spool: Spool, *, cooldown_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 journal: Journal | None = None) -> None:
         self.broker = broker
         self.spool = spool
+        self.journal = journal  # the sender's own copy until the turn is recorded
         self.cooldown_s = cooldown_s
         self.clock = clock
         self._down_until = 0.0
@@ -108,6 +115,8 @@ class SpoolingEnqueuer:
         return self._deliver(message, self.broker.enqueue_once)
 
     def _deliver(self, message: Message[Any], enqueue: Callable[[Message[Any]], Any]) -> bool:
+        if self.journal is not None:  # first: a crash after the send still leaves the copy
+            self.journal.put(message)
         if self.clock() < self._down_until:
             return self.spool.put(message)
         try:
@@ -166,10 +175,11 @@ class SpoolRelay(threading.Thread):
     """Relays the spool every ``interval_s`` while this process holds the relay lease."""
 
     def __init__(self, broker: Broker, spool: Spool, holder: str, *,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, journal: JournalRelay | None = None) -> None:
         super().__init__(name="mnemo-spool-relay", daemon=True)
         self.broker = broker
         self.spool = spool
+        self.journal = journal
         self.holder = holder
         self.interval_s = interval_s
         self.leases = SqliteLeases(spool.db)
@@ -177,17 +187,20 @@ class SpoolRelay(threading.Thread):
         self.lease_ttl_s = max(30.0, 30 * interval_s)
         self.stopped = threading.Event()
 
-    def tick(self) -> int:
-        """One round: relay if the spool has rows and the lease is ours. Returns forwarded."""
-        if not self.spool.size():
-            return 0
-        def leased() -> bool:
-            return not self.stopped.is_set() and self.leases.claim(
-                RELAY_LEASE, self.holder, self.lease_ttl_s)
+    def _leased(self) -> bool:
+        return not self.stopped.is_set() and self.leases.claim(
+            RELAY_LEASE, self.holder, self.lease_ttl_s)
 
-        forwarded = relay_spool(self.broker, self.spool, keep_going=leased)
-        if forwarded:
-            log.info("spool_relayed", count=forwarded, left=self.spool.size())
+    def tick(self) -> int:
+        """One round: relay the spool (then, when due, the turn journal) if the lease is
+        ours. Returns how many spooled messages were forwarded."""
+        forwarded = 0
+        if self.spool.size():
+            forwarded = relay_spool(self.broker, self.spool, keep_going=self._leased)
+            if forwarded:
+                log.info("spool_relayed", count=forwarded, left=self.spool.size())
+        if self.journal is not None:
+            self.journal.tick(self.broker, self._leased)
         return forwarded
 
     def run(self) -> None:
@@ -206,4 +219,42 @@ class SpoolRelay(threading.Thread):
             self.leases.release(RELAY_LEASE, self.holder)
         except sqlite_module().Error as e:
             log.warning("spool_lease_release_failed", error=type(e).__name__)
+        if self.journal is not None:
+            self.journal.close()
         self.spool.db.close()
+
+
+class JournalRelay:
+    """The turn journal's part of the relay thread: every ``interval_s``, drop what is
+    recorded and re-send what Redis lost (``relay_journal``)."""
+
+    def __init__(self, journal: Journal, open_state: Callable[[], Database], *,
+                 resend_s: float, interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.journal = journal
+        self.open_state = open_state  # read-only, opened when first needed
+        self.state: Database | None = None
+        self.resend_s = resend_s
+        self.interval_s = interval_s
+        self.clock = clock
+        self._next = 0.0
+
+    def tick(self, broker: Broker, leased: Callable[[], bool]) -> JournalReport | None:
+        """One pass when due and the journal has rows; None otherwise."""
+        if self.clock() < self._next:
+            return None
+        self._next = self.clock() + self.interval_s
+        if not self.journal.size():
+            return None
+        if self.state is None:
+            self.state = self.open_state()
+        report = relay_journal(broker, self.journal, self.state.conn,
+                               resend_s=self.resend_s, keep_going=leased)
+        if report.resent or report.held:
+            log.warning("turn_journal_resent", resent=report.resent, held=report.held,
+                        dropped=report.dropped, pending=report.pending)
+        return report
+
+    def close(self) -> None:
+        if self.state is not None:
+            self.state.close()

@@ -186,6 +186,8 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
         add_column("heartbeats", "stopped_at", "TEXT"),
         add_column("heartbeats", "detail", "TEXT"),
     )),
+    Migration(5, "turn journal: what after_turn sent to Redis, until the turn is recorded",
+              create_missing_tables(schema_ops.metadata, ["turn_journal"])),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}

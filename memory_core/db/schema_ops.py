@@ -49,6 +49,21 @@ spool = Table(
     Column("spooled_at", Float, nullable=False),
 )
 
+# What after_turn sent to Redis (the record_turn messages), kept until a worker recorded the
+# turn (memory_core.brokers.journal): Redis may lose a message, this host keeps its copy.
+# Added by ops migration 5.
+turn_journal = Table(
+    "turn_journal", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("message_id", Text, nullable=False, unique=True),
+    Column("tenant", Text, nullable=False),
+    Column("turn_uid", Text, nullable=False),
+    Column("body", LargeBinary, nullable=False),  # the encoded Dramatiq message
+    Column("sent_at", Float, nullable=False),  # epoch seconds, like the queue tables
+    Column("resent_at", Float),  # the last re-send by the relay (NULL: never)
+    Column("resends", Integer, nullable=False, server_default="0"),
+)
+
 audit_log = Table(
     "audit_log", metadata,
     Column("id", Integer, primary_key=True),

@@ -8,9 +8,12 @@ whatever the corpus size (it streams or pages, it never loads a whole table).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from dramatiq import Message
 
 from memory_core.db.stores import Database
 from memory_core.settings import Settings
@@ -28,6 +31,9 @@ class JobEnv:
     now: datetime  # aware UTC: when this run happens (tests inject it)
     window: str  # the firing's window key, e.g. "macro_sleep@2026-12-01T06:00:00Z", or
     #              "manual:<uuid>" for `mnemo schedules fire` / a direct CLI run
+    # The worker's broker's ``enqueue_once``: how a body re-sends lost post-turn follow-ups
+    # (the completeness check). None: the check only counts them.
+    offer: Callable[[Message[Any]], bool] | None = None
 
 
 @dataclass

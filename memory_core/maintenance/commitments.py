@@ -15,6 +15,9 @@
 ``expires_at`` stays the retention date of every memory (``session_purge`` deletes what is
 past it); a commitment's expiry is computed from its own dates, never written there.
 Idempotent: an expired belief is no longer open or pending, so a rerun finds nothing.
+
+Then the completeness check (``maintenance.completeness``): recorded turns whose post-turn
+follow-ups never ran get them re-sent (``followups_*`` counts).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from memory_core.clock import from_db, to_db
 from memory_core.db.schema_state import OPEN_COMMITMENTS_SQL
 from memory_core.maintenance.base import JobEnv, JobReport
 from memory_core.maintenance.common import job_tx, tenants
+from memory_core.maintenance.completeness import complete_turns
 from memory_core.model.belief_rules import EXPIRED, PENDING_REVIEW, STICKY, Resolution
 from memory_core.model.slots import Row, load_rows, load_slot, resolve, update_status
 from memory_core.model.write_tx import WriteTx
@@ -112,4 +116,5 @@ def commitment_gc(env: JobEnv) -> JobReport:
         report.add("tenants")
         report.add("commitments_expired", _expire_commitments(env, tenant))
         report.add("reviews_expired", _expire_reviews(env, tenant))
+    complete_turns(env, report)  # every 15 min: lost post-turn follow-ups are re-sent
     return report

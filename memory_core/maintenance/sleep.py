@@ -6,7 +6,8 @@ For each tenant, in this order:
 3. end the chat sessions idle for ``MNEMO_SESSION_IDLE_S`` (working -> recent) and put every
    other episode in its tier by age and importance (``tiers.move``);
 4. backfill the ego anchors (``model.ego_anchor``, paged).
-Then, once for the store, the FTS drift check (``fts_drift``).
+Then, once for the store, the FTS drift check (``fts_drift``) and the completeness check
+(``maintenance.completeness``: post-turn follow-ups that never ran are re-sent).
 
 Idempotent per window: every step is a function of the stored times and the firing's
 clock, or keyed (reinforcement), so a second run at the same time changes nothing.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from memory_core.maintenance.base import JobEnv, JobReport
 from memory_core.maintenance.common import end_sessions, tenants
+from memory_core.maintenance.completeness import complete_turns
 from memory_core.maintenance.fts_drift import check_fts_drift
 from memory_core.maintenance.reinforce import reinforce
 from memory_core.maintenance.tiers import decay, move
@@ -37,7 +39,7 @@ def _tenant(env: JobEnv, tenant: str, report: JobReport) -> None:
 
 
 def macro_sleep(env: JobEnv) -> JobReport:
-    """Decay, reinforcement, tier moves, ego anchors and the FTS drift check."""
+    """Decay, reinforcement, tier moves, ego anchors, the FTS drift and completeness checks."""
     report = JobReport("macro_sleep")
     for tenant in tenants(env.state.conn):
         report.add("tenants")
@@ -46,4 +48,5 @@ def macro_sleep(env: JobEnv) -> JobReport:
         if check.rebuilt:
             report.add("fts_rebuilt")
             report.counts[f"fts_rebuilt_{check.table}"] = f"{check.indexed}->{check.rows}"
+    complete_turns(env, report)
     return report

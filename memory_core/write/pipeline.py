@@ -4,9 +4,10 @@ written in the same transaction as its effect, so a redelivered message changes 
 - ``record_turn_and_episode`` — the raw turn and its episode (+ FTS, vector, outbox);
 - ``extract_and_apply`` — run an extractor on a recorded turn, apply the beliefs;
 - ``anchor_turn`` — the ego anchors of the turn's subjects (already done at write time; the
-  job is a cheap, idempotent re-check);
+  job is a cheap, idempotent re-check); writes an ``anchor`` key: the record that it ran;
 - ``micro_consolidate`` — fold duplicate working episodes, re-resolve the turn's belief slots
-  (or every slot of the given subjects), recount their entities;
+  (or every slot of the given subjects), recount their entities; with a turn, writes a
+  ``consolidate`` key: the record that it ran;
 - ``process_turn`` / ``process_turns`` — all of it for one turn or a batch, embedding first
   and then writing in one short transaction (what ``bench/write_path.py`` uses).
 
@@ -24,6 +25,7 @@ from memory_core.db.sqlite import Connection, atomic
 from memory_core.db.stores import Database
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.extraction.api import Extractor, candidates_for, default_extractor, extractor_name
+from memory_core.jobs import applied_key
 from memory_core.model import counts, episodes
 from memory_core.model.beliefs import Checked, apply_in_tx, predicted_texts
 from memory_core.model.ego_anchor import anchor_text, sync_anchor
@@ -60,8 +62,21 @@ class TurnOutcome:
     actions: dict[str, int] = field(default_factory=dict)
 
 
+# The kinds of ``applied_jobs`` keys, one per step of a turn (``<kind>:<tenant>:<turn_uid>``,
+# extraction with ``:<extractor>``): what ``memory_core.write.completeness`` checks.
+RECORDED = "record_turn"
+EXTRACTED = "extract"
+ANCHORED = "anchor"
+CONSOLIDATED = "consolidate"
+
+
+def step_key(kind: str, tenant: str, turn_uid: str, extra: str = "") -> str:
+    """The ``applied_jobs`` key step ``kind`` writes for a turn."""
+    return _key(kind, tenant, turn_uid, extra)
+
+
 def _key(kind: str, tenant: str, turn_uid: str, extra: str = "") -> str:
-    return f"{kind}:{tenant}:{turn_uid}" + (f":{extra}" if extra else "")
+    return applied_key(kind, tenant, turn_uid, extra)
 
 
 def _claim(conn: Connection, key: str, now: str) -> bool:
@@ -81,7 +96,7 @@ def _record(tx: WriteTx, t: CheckedTurn) -> TurnRecord | None:
     The idempotency key outlives a verified delete, so a redelivered message never brings a
     deleted turn back.
     """
-    claimed = _claim(tx.conn, _key("record_turn", t.tenant, t.turn_uid), tx.now)
+    claimed = _claim(tx.conn, _key(RECORDED, t.tenant, t.turn_uid), tx.now)
     if not claimed and get_turn(tx.conn, t.tenant, t.turn_uid) is None:
         return None
     turn_id, created = insert_turn(tx.conn, t)
@@ -98,7 +113,7 @@ def _turn_ids(conn: Connection, tenant: str, turn_uid: str) -> list[int]:
 
 def _apply(tx: WriteTx, turn_id: int, t: CheckedTurn, checked: list[Checked],
            rejected: int, name: str) -> list[int]:
-    if not _claim(tx.conn, _key("extract", t.tenant, t.turn_uid, name), tx.now):
+    if not _claim(tx.conn, _key(EXTRACTED, t.tenant, t.turn_uid, name), tx.now):
         return _turn_ids(tx.conn, t.tenant, t.turn_uid)
     if rejected:
         tx.conn.execute(
@@ -146,7 +161,7 @@ def record_turn_and_episode(state_db: Database, index: VectorIndex,
 
 def _was_deleted(conn: Connection, tenant: str, turn_uid: str) -> bool:
     claimed = conn.execute("SELECT 1 FROM applied_jobs WHERE key = ?",
-                           (_key("record_turn", tenant, turn_uid),)).fetchone()
+                           (_key(RECORDED, tenant, turn_uid),)).fetchone()
     return claimed is not None and get_turn(conn, tenant, turn_uid) is None
 
 
@@ -198,6 +213,9 @@ def anchor_turn(state_db: Database, index: VectorIndex, tenant: str, turn_uid: s
     embeds.prepare(anchor_text(conn, tenant, s) for s in subjects)
     with write_tx(conn, index, tenant, embeds) as tx:
         actions = [sync_anchor(tx, s) for s in subjects]
+        # Not an idempotency guard (the re-check is naturally idempotent): the record that
+        # the turn's anchoring ran, which the completeness check looks for.
+        _claim(tx.conn, _key(ANCHORED, tenant, turn_uid), tx.now)
     return {a: actions.count(a) for a in ("added", "removed", "moved")}
 
 
@@ -267,6 +285,8 @@ def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, sessi
         touched = _touched_entities(conn, tenant, slots,
                                     turn_uid if subject_ids is None else None)
         fixed = counts.recount(conn, tenant, touched)
+        if turn_uid is not None:  # the record the completeness check looks for
+            _claim(conn, _key(CONSOLIDATED, tenant, turn_uid), tx.now)
     return ConsolidationReport(tenant, session_id, merged, len(slots), changed, fixed)
 
 

@@ -15,6 +15,7 @@ from scripts.cli.health import health
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.queue import queue
+from scripts.cli.queue_verify import verify as _verify  # noqa: F401 - registers the command
 from scripts.cli.recall import recall
 from scripts.cli.schedules import schedules
 from scripts.cli.tenant import tenant

@@ -170,11 +170,18 @@ def replay_twice_shuffled(driver: Driver, messages: list[Message[Any]],
     return deliveries
 
 
+_CHILDREN = {"record_turn": ("extract_beliefs",),
+             "extract_beliefs": ("ego_anchor", "micro_consolidate", "ship_changes")}
+
+
 def _parents(messages: list[Message[Any]]) -> Iterator[tuple[str, Message[Any]]]:
     by_id = {m.message_id: m for m in messages}
     for parent in messages:
-        for job in ("extract_beliefs", "ego_anchor", "micro_consolidate", "ship_changes"):
-            child_id = follow_up_id(parent.message_id, job)
+        kw = parent.kwargs
+        uid = kw["turn"]["turn_uid"] if "turn" in kw else kw.get("turn_uid")
+        for job in _CHILDREN.get(parent.actor_name, ()):
+            payload = {"tenant": kw["tenant"], "turn_uid": uid} if job != "ship_changes" else {}
+            child_id = follow_up_id(parent.message_id, job, payload)
             if child_id in by_id:
                 yield parent.message_id, by_id[child_id]
 
