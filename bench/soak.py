@@ -173,7 +173,7 @@ def settle(settings: Any, expected: int, timeout_s: float, quiet_s: float = 3) -
 
 def _prepare(root: Path, url: str | None, args: argparse.Namespace,
              tenants: list[str]) -> Any:
-    settings = checks.settings_for(root / "data", url, args.lease)
+    settings = checks.settings_for(root / "data", url, args.lease, args.journal_resend)
     migrate_stores(settings)  # as `mnemo db migrate` before the chat host opens memory
     state = open_state(settings)
     try:
@@ -211,7 +211,7 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 server.start()
             url = server.url if server is not None else None
             settings = _prepare(root, url, args, tenants)
-            env = worker_env(root / "data", url, args.lease)
+            env = worker_env(root / "data", url, args.lease, args.journal_resend)
             workers = [WorkerProcess(env, args.threads, root / f"worker{i}.log")
                        for i in range(WORKERS)]
             for w in workers:
@@ -244,7 +244,8 @@ def passed(r: dict[str, Any]) -> bool:
     if not r["reconsolidated"]:
         diffs.pop("episodes")  # order-dependent without reconsolidation: reported, not judged
     return (r["drained"] and r["send_errors"] == 0 and r["turns_lost"] == 0
-            and r["followups_missing"] == 0 and r["recorded_twice"] == 0
+            and r["followups_missing"] == 0 and r["unextracted"] == 0
+            and r["recorded_twice"] == 0
             and r["cross_tenant_rows"] == 0 and not any(diffs.values()))
 
 
@@ -287,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="threads per worker process")
     parser.add_argument("--lease", type=int, default=15,
                         help="MNEMO_QUEUE_LEASE_SECONDS of the embedded queue")
+    parser.add_argument("--journal-resend", type=int, default=60,
+                        help="MNEMO_TURN_JOURNAL_RESEND_S (Redis: unrecorded turns re-sent "
+                        "from the chat side's journal after this many seconds)")
     parser.add_argument("--redis-outage", type=float, default=2.0)
     parser.add_argument("--backlog", type=float, default=5,
                         help="Redis: seconds the workers are stopped (SIGSTOP) before the "

@@ -2,8 +2,9 @@
 
 - ``completeness_check`` — the one place that calls the completeness check
   (``mnemo queue verify --repair``, issue 11 item 1);
-- ``measure`` — turns lost, follow-ups missing, turns recorded twice in effect, rows visible
-  across tenants (every turn uid starts with its tenant, so a row of tenant A that names a
+- ``measure`` — turns lost, follow-ups missing (``check_completeness``, read only; and the
+  bench's own count of turns without their extraction key), turns recorded twice in effect,
+  rows visible across tenants (every turn uid starts with its tenant, so a row of tenant A that names a
   turn of tenant B is a leak);
 - ``replay`` — the same turns in one process through ``memory_core.write.pipeline`` (what the
   four post-turn actors call), in sending order;
@@ -23,7 +24,7 @@ from typing import Any
 from soak_env import MNEMO, REPO_ROOT
 
 from memory_core import Memory
-from memory_core.clock import utcnow
+from memory_core.clock import to_db, utcnow
 from memory_core.db import open_ops, open_state
 from memory_core.extraction.api import default_extractor, extractor_name
 from memory_core.maintenance.base import JobEnv
@@ -31,17 +32,20 @@ from memory_core.maintenance.bodies import BODIES
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from memory_core.write import pipeline
+from memory_core.write.completeness import check_completeness
 from workers.context import WorkerContext
 
 
 def completeness_check(env: dict[str, str], timeout_s: float = 300) -> str:
     """Run the completeness check with ``--repair``; its output, or why it could not run.
 
-    Switch point: while ``mnemo queue verify`` does not exist (branch i11-complete), the
-    check is reported as not available and the soak counts what it finds without it.
+    The one switch point: were ``mnemo queue verify`` absent (before branch i11-complete),
+    the check is reported as not available and the soak counts what it finds without it.
+    ``--grace 0``: the soak calls it once the queue is drained, so no turn is too young.
     """
     try:
-        done = subprocess.run([MNEMO, "queue", "verify", "--repair"], cwd=REPO_ROOT, env=env,
+        done = subprocess.run([MNEMO, "queue", "verify", "--repair", "--grace", "0",
+                               "--max-turns", "1000000000"], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return f"not finished within {timeout_s:.0f} s"
@@ -105,14 +109,12 @@ def measure(settings: Settings, turns: list[dict], tenants: list[str]) -> dict[s
             "SELECT key FROM applied_jobs WHERE key LIKE 'extract:%'")}
         unextracted = sum(1 for tenant, uid in recorded
                           if f"extract:{tenant}:{uid}:{name}" not in applied)
+        found = check_completeness(state.conn, before=to_db(utcnow()), max_turns=10**9)
         out = {"turns_sent": len(expected), "turns_recorded": len(recorded & expected),
                "turns_lost": len(expected - recorded),
-               "followups_missing": unextracted,
+               "followups_missing": found.missing_total, "unextracted": unextracted,
                "recorded_twice": _twice(state.conn, ops.conn),
-               "cross_tenant_rows": _cross_rows(state.conn),
-               "dead_letters": _one(ops.conn, "SELECT count(*) FROM queue_messages WHERE "
-                                    "state = 'dead'") if settings.broker_kind == "embedded"
-               else None}
+               "cross_tenant_rows": _cross_rows(state.conn)}
     finally:
         state.close()
         ops.close()
@@ -193,6 +195,7 @@ def differences(a: dict[str, set[tuple[Any, ...]]],
     return {name: len(a[name] ^ b[name]) for name in a}
 
 
-def settings_for(data_dir: Path, broker_url: str | None, lease_s: int) -> Settings:
+def settings_for(data_dir: Path, broker_url: str | None, lease_s: int,
+                 resend_s: int = 60) -> Settings:
     return Settings.from_env({}, data_dir=data_dir, log_level="error", broker_url=broker_url,
-                             queue_lease_seconds=lease_s)
+                             queue_lease_seconds=lease_s, turn_journal_resend_s=resend_s)

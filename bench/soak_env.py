@@ -183,11 +183,13 @@ class WorkerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
-def worker_env(data_dir: Path, broker_url: str | None, lease_s: int) -> dict[str, str]:
+def worker_env(data_dir: Path, broker_url: str | None, lease_s: int,
+               resend_s: int) -> dict[str, str]:
     """The environment of a worker: this one without any MNEMO_* variable, plus the bench's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
     env.update({"MNEMO_DATA_DIR": str(data_dir), "MNEMO_LOG_LEVEL": "warning",
                 "MNEMO_LOG_FORMAT": "json", "MNEMO_QUEUE_LEASE_SECONDS": str(lease_s),
+                "MNEMO_TURN_JOURNAL_RESEND_S": str(resend_s),
                 "PYTHONPATH": str(REPO_ROOT)})
     if broker_url:
         env["MNEMO_BROKER_URL"] = broker_url
