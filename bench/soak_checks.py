@@ -4,8 +4,8 @@
   (``mnemo queue verify --repair``, issue 11 item 1);
 - ``measure`` — turns lost, follow-ups missing (``check_completeness``, read only; and the
   bench's own count of turns without their extraction key), turns recorded twice in effect,
-  rows visible across tenants (every turn uid starts with its tenant, so a row of tenant A that names a
-  turn of tenant B is a leak);
+  rows visible across tenants (every turn uid starts with its tenant, so a row of tenant A
+  that names a turn of tenant B is a leak);
 - ``replay`` — the same turns in one process through ``memory_core.write.pipeline`` (what the
   four post-turn actors call), in sending order;
 - ``reconsolidate`` — ``global_reconsolidation`` over a data dir, so that episodes no longer
