@@ -3,6 +3,10 @@
 Example:
     .venv/bin/python bench/enqueue.py
     .venv/bin/python bench/enqueue.py --calls 10000 --brokers embedded,redis
+    .venv/bin/python bench/enqueue.py --brokers redis --journal on,off
+
+``--journal on,off`` runs each broker with the turn journal (``MNEMO_TURN_JOURNAL``) on and
+off in one run (the journal only exists on Redis: the embedded queue is its own record).
 
 Opens ``Memory`` on a fresh data directory, creates the tenant, then times ``after_turn``
 (check the turn, check the tenant, build the message, send it) one call at a time, with no
@@ -41,11 +45,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(broker: str, calls: int, redis_url: str) -> dict[str, float]:
+def run(broker: str, calls: int, redis_url: str, journal: bool = True) -> dict[str, float]:
     namespace = f"mnemo-bench-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp:
         url = redis_url if broker == "redis" else None
-        settings = Settings.from_env({}, data_dir=Path(tmp), broker_url=url, log_level="error")
+        settings = Settings.from_env({}, data_dir=Path(tmp), broker_url=url, log_level="error",
+                                     turn_journal=journal)
         configure_logging(settings, force=True)
         migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
         state = open_state(settings)
@@ -77,12 +82,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--brokers", default="embedded,redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--journal", default="on",
+                        help="on, off, or on,off to compare in one run")
     args = parser.parse_args()
     print(f"after_turn latency over {args.calls:,} calls (ms)")
     for broker in args.brokers.split(","):
-        r = run(broker, args.calls, args.redis_url)
-        print(f"{broker:9s} p50 {r['p50']:.3f}  p99 {r['p99']:.3f}  max {r['max']:.2f}  "
-              f"mean {r['mean']:.3f}")
+        for mode in args.journal.split(","):
+            r = run(broker, args.calls, args.redis_url, journal=mode == "on")
+            print(f"{broker:9s} journal {mode:3s} p50 {r['p50']:.3f}  p99 {r['p99']:.3f}  "
+                  f"max {r['max']:.2f}  mean {r['mean']:.3f}")
 
 
 if __name__ == "__main__":
