@@ -19,9 +19,9 @@ Then it waits for the queue to drain (bounded: ``--drain-timeout``), runs the co
 check (``soak_checks.completeness_check``), waits again, stops the workers and prints: turns
 lost, follow-ups missing (turns recorded without their extraction), turns recorded twice in
 effect, rows visible across tenants, and whether beliefs, entities and episodes equal a
-single-process replay of the same turns (both reconsolidated when ``global_reconsolidation``
-is built; without it, episodes are compared per turn, since tiers and folded duplicates
-depend on arrival order). The last line for each broker is ``RESULT <json>``. Exit status 1
+single-process replay of the same turns (both reconsolidated first: before
+``global_reconsolidation`` tiers and folded duplicates depend on arrival order). The last
+line for each broker is ``RESULT <json>``. Exit status 1
 when any count is not 0 or a table differs.
 """
 
@@ -191,10 +191,10 @@ def _verdict(settings: Any, root: Path, turns: list[dict], tenants: list[str],
     replayed = checks.settings_for(root / "replay", None, args.lease)
     migrate_stores(replayed)
     checks.replay(replayed, turns, tenants)
-    recon = checks.reconsolidate(settings) and checks.reconsolidate(replayed)
+    checks.reconsolidate(settings)
+    checks.reconsolidate(replayed)
     diffs = checks.differences(checks.snapshot(settings), checks.snapshot(replayed))
     out["replay_s"] = round(time.monotonic() - began, 1)
-    out["reconsolidated"] = recon
     out["differences"] = diffs
     return out
 
@@ -240,9 +240,7 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def passed(r: dict[str, Any]) -> bool:
-    diffs = dict(r["differences"])
-    if not r["reconsolidated"]:
-        diffs.pop("episodes")  # order-dependent without reconsolidation: reported, not judged
+    diffs = r["differences"]
     return (r["drained"] and r["send_errors"] == 0 and r["turns_lost"] == 0
             and r["followups_missing"] == 0 and r["unextracted"] == 0
             and r["recorded_twice"] == 0
@@ -255,10 +253,8 @@ def _same(n: int) -> str:
 
 def report(r: dict[str, Any]) -> None:
     d = r["differences"]
-    episodes = (f"episodes {_same(d['episodes'])}" if r["reconsolidated"] else
-                f"episodes per turn {_same(d['turn_episodes'])} "
-                f"(whole table: {d['episodes']} rows differ; not judged: global_reconsolidation "
-                "is not built on this branch)")
+    episodes = (f"episodes {_same(d['episodes'])} "
+                f"(per turn: {_same(d['turn_episodes'])})")
     print(f"{r['broker']}: sent {r['turns_sent']:,} turns in {r['send_s']} s "
           f"({r['send_errors']} send errors), {r['worker_kills']} worker kills; "
           f"events: {', '.join(e for e in r['events'] if 'redis' in e) or 'none on redis'}")

@@ -9,7 +9,7 @@
 - ``replay`` — the same turns in one process through ``memory_core.write.pipeline`` (what the
   four post-turn actors call), in sending order;
 - ``reconsolidate`` — ``global_reconsolidation`` over a data dir, so that episodes no longer
-  depend on arrival order; False while the job is a stub;
+  depend on arrival order;
 - ``snapshot`` / ``differences`` — beliefs, entities and episodes without row ids and wall
   clock times, compared row for row.
 """
@@ -140,9 +140,8 @@ def replay(settings: Settings, turns: list[dict], tenants: list[str]) -> None:
         ctx.close()
 
 
-def reconsolidate(settings: Settings, max_partitions: int = 10_000) -> bool:
-    """Run every partition of ``global_reconsolidation`` in this process; False when the
-    job is not built on this branch (``memory_core/maintenance/stubs.py``)."""
+def reconsolidate(settings: Settings, max_partitions: int = 10_000) -> None:
+    """Run every partition of ``global_reconsolidation`` in this process."""
     body = BODIES["global_reconsolidation"]
     ctx = WorkerContext.open(settings)
     kwargs: dict[str, Any] = {"run_id": "soak", "partition": 0,
@@ -150,12 +149,9 @@ def reconsolidate(settings: Settings, max_partitions: int = 10_000) -> bool:
     try:
         for _ in range(max_partitions):
             env = JobEnv(settings, ctx.state, ctx.ops, ctx.index, utcnow(), "manual:soak")
-            try:
-                report = body(env, **kwargs)
-            except NotImplementedError:
-                return False
+            report = body(env, **kwargs)
             if report.done or not report.follow_ups:
-                return True
+                return
             kwargs = {k: v for k, v in report.follow_ups[0][1].items() if k != "window"}
     finally:
         ctx.close()

@@ -21,8 +21,10 @@ from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_opti
 from scripts.cli.queue import _admin, queue
 
 
-def _journal(settings: Settings, state: Any, broker: Any | None) -> dict[str, int] | None:
-    """The journal's counts (Redis only); with ``broker``, relay it once first."""
+def _journal(settings: Settings, state: Any, broker: Any | None,
+             resend_s: float) -> dict[str, int] | None:
+    """The journal's counts (Redis only); with ``broker``, relay it once first, re-sending
+    the unrecorded turns sent more than ``resend_s`` ago."""
     if settings.broker_kind != "redis":
         return None
     from dataclasses import asdict
@@ -35,15 +37,15 @@ def _journal(settings: Settings, state: Any, broker: Any | None) -> dict[str, in
         out: dict[str, int] = {}
         if broker is not None:
             out.update({f"relay_{k}": v for k, v in asdict(relay_journal(
-                broker, journal, state.conn, resend_s=settings.turn_journal_resend_s)).items()})
-        out.update(journal_status(journal, state.conn, resend_s=settings.turn_journal_resend_s))
+                broker, journal, state.conn, resend_s=resend_s)).items()})
+        out.update(journal_status(journal, state.conn, resend_s=resend_s))
         return out
     finally:
         ops.close()
 
 
-def _check(settings: Settings, grace_s: int, max_turns: int, broker: Any | None
-           ) -> tuple[CompletenessReport, dict[str, int] | None]:
+def _check(settings: Settings, grace_s: int, max_turns: int, broker: Any | None,
+           resend_s: float) -> tuple[CompletenessReport, dict[str, int] | None]:
     state = open_state(settings, migrate=False, readonly=True)
     ops = open_ops(settings)
     try:
@@ -51,7 +53,7 @@ def _check(settings: Settings, grace_s: int, max_turns: int, broker: Any | None
             state.conn, before=to_db(utcnow() - timedelta(seconds=grace_s)),
             max_turns=max_turns, offer=None if broker is None else broker.enqueue_once,
             ops=ops.conn, mirrors=configured_mirrors(settings))
-        return found, _journal(settings, state, broker)
+        return found, _journal(settings, state, broker, resend_s)
     finally:
         ops.close()
         state.close()
@@ -62,7 +64,9 @@ def _check(settings: Settings, grace_s: int, max_turns: int, broker: Any | None
               help="Re-send the missing follow-ups (and, on Redis, the journal's lost turns).")
 @click.option("--grace", "grace_s", type=click.IntRange(0, 7 * 86_400), default=None,
               help="Skip turns recorded in the last S seconds (default "
-              "MNEMO_COMPLETENESS_GRACE_S).")
+              "MNEMO_COMPLETENESS_GRACE_S); on Redis, journal entries older than S count as "
+              "overdue (default MNEMO_TURN_JOURNAL_RESEND_S). Use 0 only once the queue is "
+              "drained.")
 @click.option("--max-turns", type=click.IntRange(1, 1_000_000_000), default=None,
               help="Most turns read, newest first (default MNEMO_COMPLETENESS_MAX_TURNS).")
 @json_option
@@ -86,11 +90,12 @@ def verify(obj: Ctx, repair: bool, grace_s: int | None, max_turns: int | None,
     s = obj.settings
     grace = s.completeness_grace_s if grace_s is None else grace_s
     limit = s.completeness_max_turns if max_turns is None else max_turns
+    resend = s.turn_journal_resend_s if grace_s is None else grace_s
     if repair:
         with _admin(obj) as broker:
-            found, journal = _check(s, grace, limit, broker)
+            found, journal = _check(s, grace, limit, broker, resend)
     else:
-        found, journal = _check(s, grace, limit, None)
+        found, journal = _check(s, grace, limit, None, resend)
     _show(found, journal, repair, as_json)
     unresolved = found.missing_total - (sum(found.requeued.values()) + found.held
                                         if repair else 0)
