@@ -8,7 +8,13 @@ import sys
 import pytest
 
 from memory_core.maintenance.partitions import bucket
-from memory_core.maintenance.recon_episodes import Member, TurnRef, group_key, plan_group
+from memory_core.maintenance.recon_episodes import (
+    Fields,
+    Member,
+    TurnRef,
+    group_key,
+    plan_group,
+)
 from memory_core.model.episodes import episode_text, episode_uid
 from tests.conftest import REPO
 
@@ -23,9 +29,10 @@ def _member(i: int, tier: str, *turns: TurnRef, importance: float = 0.3, access:
             last: str | None = None, expires: str | None = None,
             created: str = "2024-06-01T00:00:00.000000Z") -> Member:
     first = min(turns)
-    return Member(i, "t1", episode_uid("t1", first.turn_uid), first.session_id, tier,
-                  episode_text("user", first.text, first.occurred_at), first.occurred_at,
-                  importance, access, last, created, expires, turns)
+    return Member(i, "t1", Fields(episode_uid("t1", first.turn_uid), first.session_id, tier,
+                                  episode_text("user", first.text, first.occurred_at),
+                                  first.occurred_at, importance, access, last, created, expires),
+                  turns)
 
 
 def test_the_partition_hash_is_the_same_in_every_process() -> None:
@@ -93,8 +100,9 @@ def test_the_tier_of_a_group(tiers: tuple[str, str], current: tuple[str, str] | 
 def test_an_older_text_format_is_kept() -> None:
     a, b = _turn("u1", "08:00"), _turn("u2", "09:00")
     old = _member(2, "recent", b)
-    legacy = Member(1, "t1", "ep_legacy", "s1", "recent", "user: ok thanks", a.occurred_at,
-                    0.3, 0, None, "2024-06-01T00:00:00.000000Z", None, (a,))
+    legacy = Member(1, "t1", Fields("ep_legacy", "s1", "recent", "user: ok thanks",
+                                    a.occurred_at, 0.3, 0, None, "2024-06-01T00:00:00.000000Z",
+                                    None), (a,))
     plan = plan_group([legacy, old], None)
     assert plan.survivor.id == 1 and plan.fields.text == "user: ok thanks"
     assert plan.fields.uid == episode_uid("t1", "u1")

@@ -59,38 +59,6 @@ class TurnRef:
 
 
 @dataclass(frozen=True)
-class Member:
-    """One episode of a group, with the turns it covers."""
-
-    id: int
-    tenant: str
-    uid: str
-    session_id: str
-    tier: str
-    text: str
-    occurred_at: str
-    importance: float
-    access_count: int
-    last_access_at: str | None
-    created_at: str
-    expires_at: str | None
-    turns: tuple[TurnRef, ...] = ()
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any], turns: tuple[TurnRef, ...]) -> Member:
-        """From the first twelve columns of ``_MEMBER_SQL``."""
-        (row_id, tenant, uid, session_id, tier, text, occurred_at, importance, access_count,
-         last_access_at, created_at, expires_at) = row[:12]
-        return cls(row_id, tenant, uid, session_id, tier, text, occurred_at, importance,
-                   access_count, last_access_at, created_at, expires_at, turns)
-
-    def fields(self) -> Fields:
-        return Fields(self.uid, self.session_id, self.tier, self.text, self.occurred_at,
-                      self.importance, self.access_count, self.last_access_at,
-                      self.created_at, self.expires_at)
-
-
-@dataclass(frozen=True)
 class Fields:
     """The columns a merge decides."""
 
@@ -107,6 +75,22 @@ class Fields:
 
 
 @dataclass(frozen=True)
+class Member:
+    """One episode of a group: its row id and tenant, its current ``Fields``, and the turns
+    it covers."""
+
+    id: int
+    tenant: str
+    fields: Fields
+    turns: tuple[TurnRef, ...] = ()
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], turns: tuple[TurnRef, ...]) -> Member:
+        """From the first twelve columns of ``_MEMBER_SQL``."""
+        return cls(row[0], row[1], Fields(*row[2:12]), turns)
+
+
+@dataclass(frozen=True)
 class GroupPlan:
     survivor: Member
     fields: Fields
@@ -114,12 +98,12 @@ class GroupPlan:
 
     @property
     def changed(self) -> bool:
-        return bool(self.losers) or self.fields != self.survivor.fields()
+        return bool(self.losers) or self.fields != self.survivor.fields
 
 
 def _tier(members: Sequence[Member], canon: TurnRef | None,
           current: tuple[str, str] | None) -> str:
-    tiers = {m.tier for m in members}
+    tiers = {m.fields.tier for m in members}
     in_run = (canon is not None and current is not None and canon.session_id == current[0]
               and canon.occurred_at > current[1])
     if in_run and WORKING in tiers:
@@ -137,23 +121,24 @@ def plan_group(members: Sequence[Member], current: tuple[str, str] | None) -> Gr
         canon, survivor = min(turns, key=lambda tm: (tm[0].occurred_at, tm[0].turn_uid))
         uid = episode_uid(survivor.tenant, canon.turn_uid)
         session_id, occurred_at = canon.session_id, canon.occurred_at
-        text = survivor.text  # written from the canonical turn when it has that turn's uid
-        if uid != survivor.uid:
+        old = survivor.fields
+        text = old.text  # written from the canonical turn when it has that turn's uid
+        if uid != old.uid:
             text = episode_text(canon.speaker, canon.text, canon.occurred_at)
-            if normalize_text(text) != normalize_text(survivor.text):
-                text = survivor.text  # an older text format: keep the words as they are
+            if normalize_text(text) != normalize_text(old.text):
+                text = old.text  # an older text format: keep the words as they are
     else:
-        survivor = min(members, key=lambda m: (m.occurred_at, m.uid))
-        uid, session_id, occurred_at, text = (survivor.uid, survivor.session_id,
-                                              survivor.occurred_at, survivor.text)
-    expiries = [m.expires_at for m in members]
-    accessed = [m.last_access_at for m in members if m.last_access_at is not None]
+        survivor = min(members, key=lambda m: (m.fields.occurred_at, m.fields.uid))
+        old = survivor.fields
+        uid, session_id, occurred_at, text = old.uid, old.session_id, old.occurred_at, old.text
+    expiries = [m.fields.expires_at for m in members]
+    accessed = [m.fields.last_access_at for m in members if m.fields.last_access_at is not None]
     fields = Fields(
         uid, session_id, _tier(members, canon, current), text, occurred_at,
-        importance=max(m.importance for m in members),
-        access_count=sum(m.access_count for m in members),
+        importance=max(m.fields.importance for m in members),
+        access_count=sum(m.fields.access_count for m in members),
         last_access_at=max(accessed) if accessed else None,
-        created_at=min(m.created_at for m in members),
+        created_at=min(m.fields.created_at for m in members),
         expires_at=None if None in expiries else max(e for e in expiries if e is not None))
     losers = tuple(sorted((m for m in members if m.id != survivor.id), key=lambda m: m.id))
     return GroupPlan(survivor, fields, losers)
@@ -215,34 +200,35 @@ def load_day(conn: Any, tenant: str, day: str) -> list[list[Member]]:
         head = parts[0]
         turns = tuple(sorted(TurnRef(*p[12:17]) for p in parts if p[12] is not None))
         member = Member.from_row(head, turns)
-        groups.setdefault(group_key(tenant, member.text, member.occurred_at), []).append(member)
+        key = group_key(tenant, member.fields.text, member.fields.occurred_at)
+        groups.setdefault(key, []).append(member)
     return [groups[k] for k in sorted(groups)]
 
 
 def apply_plan(tx: WriteTx, plan: GroupPlan) -> None:
     """Write one group's merge (inside the caller's transaction)."""
-    conn, s, f = tx.conn, plan.survivor, plan.fields
+    conn, s, old, f = tx.conn, plan.survivor, plan.survivor.fields, plan.fields
     for loser in plan.losers:
         conn.execute("INSERT OR IGNORE INTO episode_turns (episode_id, turn_id) SELECT ?, "
                      "turn_id FROM episode_turns WHERE episode_id = ?", (s.id, loser.id))
         conn.execute("DELETE FROM episodes WHERE id = ?", (loser.id,))
         tx.drop_vector("episodes", loser.id)
-        tx.change("episode", loser.uid, "delete")
+        tx.change("episode", loser.fields.uid, "delete")
     uid = f.uid
-    if uid != s.uid and conn.execute(
+    if uid != old.uid and conn.execute(
             "SELECT 1 FROM episodes WHERE tenant = ? AND episode_uid = ? AND id != ?",
             (tx.tenant, uid, s.id)).fetchone():
-        uid = s.uid  # taken by an episode outside the group (written since): keep ours
+        uid = old.uid  # taken by an episode outside the group (written since): keep ours
     conn.execute(
         "UPDATE episodes SET episode_uid = ?, session_id = ?, tier = ?, text = ?, "
         "occurred_at = ?, importance = ?, access_count = ?, last_access_at = ?, "
         "created_at = ?, expires_at = ?, updated_at = ? WHERE id = ?",
         (uid, f.session_id, f.tier, f.text, f.occurred_at, f.importance, f.access_count,
          f.last_access_at, f.created_at, f.expires_at, tx.now, s.id))
-    if uid != s.uid:
-        tx.change("episode", s.uid, "delete")
+    if uid != old.uid:
+        tx.change("episode", old.uid, "delete")
     tx.change("episode", uid)
-    if f.text != s.text:
+    if f.text != old.text:
         tx.vector("episodes", s.id, f.text)
     if plan.losers:
         tx.act("episode_merged", len(plan.losers))

@@ -230,7 +230,7 @@ def _episodes(run: _Run) -> None:
             return _advance(run)
         embeds = Embeds(run.env.index)
         plans = _plans(run, days)
-        embeds.prepare([p.fields.text for p in plans if p.fields.text != p.survivor.text]
+        embeds.prepare([p.fields.text for p in plans if p.fields.text != p.survivor.fields.text]
                        + [t for _, _, t in _episode_vectors(run, plans)])
         with atomic(run.conn):
             plans = _plans(run, days)  # as they are now
