@@ -25,7 +25,7 @@ rows are streamed by id, and episodes are walked one tenant-day at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,13 +140,22 @@ def _advance(run: _Run) -> None:
 
 # --- phases: each runs pages until its end, then advances -------------------------------
 
-def _entities(run: _Run) -> None:
+def _scan_pages(run: _Run, table: str, column: str
+                ) -> Iterator[tuple[list[tuple[int, str, str]], int]]:
+    """``(rows of the partition, last id read)`` of ``table`` from the saved cursor, a page
+    at a time, until the end of the table (``recon_subjects.scan``)."""
     after = run.progress.cursor or 0
     while True:
-        rows, last = subj.scan(run.conn, "entities", "entity_id", after, run.scan_limit,
+        rows, last = subj.scan(run.conn, table, column, after, run.scan_limit,
                                run.partition, run.partitions)
         if last is None:
-            return _advance(run)
+            return
+        yield rows, last
+        after = last
+
+
+def _entities(run: _Run) -> None:
+    for rows, last in _scan_pages(run, "entities", "entity_id"):
         embeds = Embeds(run.env.index)
         subj.prepare_merges(run.conn, embeds, rows)
         with atomic(run.conn):
@@ -154,17 +163,12 @@ def _entities(run: _Run) -> None:
                 if subj.merge_duplicate(run.tx(tenant, embeds), entity_id):
                     run.progress.add("entities_merged")
             run.commit_page(last)
-        after = last
+    _advance(run)
 
 
 def _beliefs(run: _Run) -> None:
-    after = run.progress.cursor or 0
     index = run.env.index
-    while True:
-        rows, last = subj.scan(run.conn, "beliefs", "subject_id", after, run.scan_limit,
-                               run.partition, run.partitions)
-        if last is None:
-            return _advance(run)
+    for rows, last in _scan_pages(run, "beliefs", "subject_id"):
         ids = [r[0] for r in rows]
         embeds = Embeds(index)
         missing = set(index.without_vector(run.conn, "beliefs", ids))
@@ -181,7 +185,7 @@ def _beliefs(run: _Run) -> None:
             run.progress.add("beliefs_embedded", len(still))
             run.progress.add("beliefs_checked", len(ids))
             run.commit_page(last)
-        after = last
+    _advance(run)
 
 
 def _episode_vectors(run: _Run, plans: list[ep.GroupPlan]) -> list[tuple[int, str, str]]:
@@ -251,12 +255,7 @@ def _episodes(run: _Run) -> None:
 
 
 def _counts(run: _Run) -> None:
-    after = run.progress.cursor or 0
-    while True:
-        rows, last = subj.scan(run.conn, "entities", "entity_id", after, run.scan_limit,
-                               run.partition, run.partitions)
-        if last is None:
-            return _advance(run)
+    for rows, last in _scan_pages(run, "entities", "entity_id"):
         by_tenant: dict[str, list[str]] = {}
         for _, tenant, entity_id in rows:
             by_tenant.setdefault(tenant, []).append(entity_id)
@@ -264,7 +263,7 @@ def _counts(run: _Run) -> None:
             for tenant, ids in sorted(by_tenant.items()):
                 run.progress.add("counts_fixed", subj.recount(run.conn, tenant, ids))
             run.commit_page(last)
-        after = last
+    _advance(run)
 
 
 def _reindex(run: _Run) -> None:
