@@ -27,13 +27,17 @@ from datetime import datetime, timedelta
 from memory_core.clock import from_db, to_db
 from memory_core.db.schema_state import OPEN_COMMITMENTS_SQL
 from memory_core.maintenance.base import JobEnv, JobReport
-from memory_core.maintenance.common import job_tx, tenants
+from memory_core.maintenance.common import id_pages, job_tx, tenants
 from memory_core.maintenance.completeness import complete_turns
 from memory_core.model.belief_rules import EXPIRED, PENDING_REVIEW, STICKY, Resolution
 from memory_core.model.slots import Row, load_rows, load_slot, resolve, update_status
 from memory_core.model.write_tx import WriteTx
 
 PAGE = 500
+_OPEN_SQL = ("SELECT id, valid_from, stated_valid_to FROM beliefs WHERE tenant = ? AND "
+             f"{OPEN_COMMITMENTS_SQL} AND id > ? ORDER BY id LIMIT ?")
+_REVIEWS_SQL = ("SELECT id FROM beliefs WHERE tenant = ? AND status = 'pending_review' AND "
+                "recorded_at <= ? AND id > ? ORDER BY id LIMIT ?")
 
 
 def commitment_expiry(valid_from: str, stated_valid_to: str | None, grace_s: int,
@@ -45,19 +49,15 @@ def commitment_expiry(valid_from: str, stated_valid_to: str | None, grace_s: int
     return from_db(valid_from) + timedelta(seconds=ttl_s)
 
 
-def _due_commitments(env: JobEnv, tenant: str, after: int) -> tuple[list[tuple[int, str]], int]:
-    """One page of open commitments: ``([(id, expiry)] of those due, last id read)``."""
+def _due(env: JobEnv, rows: list[tuple[int, str, str | None]]) -> list[tuple[int, str]]:
+    """``[(id, expiry)]`` of the open commitments in ``rows`` that are due."""
     s = env.settings
-    rows = env.state.conn.execute(
-        f"SELECT id, valid_from, stated_valid_to FROM beliefs WHERE tenant = ? AND "
-        f"{OPEN_COMMITMENTS_SQL} AND id > ? ORDER BY id LIMIT ?",
-        (tenant, after, PAGE)).fetchall()
     due = []
     for row_id, valid_from, stated in rows:
         expiry = commitment_expiry(valid_from, stated, s.commitment_grace_s, s.commitment_ttl_s)
         if expiry <= env.now:
             due.append((row_id, to_db(expiry)))
-    return due, (rows[-1][0] if rows else -1)
+    return due
 
 
 def _expire_commitment(tx: WriteTx, row: Row, expiry: str) -> None:
@@ -73,30 +73,25 @@ def _expire_commitment(tx: WriteTx, row: Row, expiry: str) -> None:
 
 
 def _expire_commitments(env: JobEnv, tenant: str) -> int:
-    total, after = 0, 0
-    while True:
-        due, after = _due_commitments(env, tenant, after)
-        if after < 0:
-            return total
+    total = 0
+    for rows in id_pages(env.state.conn, _OPEN_SQL, (tenant,), PAGE):
+        due = _due(env, rows)
         if not due:
             continue
         with job_tx(env, tenant) as tx:
             for row_id, expiry in due:
-                rows = load_rows(tx.conn, tenant, "id = ?", (row_id,))
-                if rows and rows[0].status not in STICKY:  # still open under the lock
-                    _expire_commitment(tx, rows[0], expiry)
+                now = load_rows(tx.conn, tenant, "id = ?", (row_id,))
+                if now and now[0].status not in STICKY:  # still open under the lock
+                    _expire_commitment(tx, now[0], expiry)
                     total += 1
+    return total
 
 
 def _expire_reviews(env: JobEnv, tenant: str) -> int:
     cutoff = to_db(env.now - timedelta(seconds=env.settings.pending_review_ttl_s))
-    total, after = 0, 0
-    conn = env.state.conn
-    while ids := [r[0] for r in conn.execute(
-            "SELECT id FROM beliefs WHERE tenant = ? AND status = 'pending_review' AND "
-            "recorded_at <= ? AND id > ? ORDER BY id LIMIT ?",
-            (tenant, cutoff, after, PAGE)).fetchall()]:
-        after = ids[-1]
+    total = 0
+    for rows in id_pages(env.state.conn, _REVIEWS_SQL, (tenant, cutoff), PAGE):
+        ids = [r[0] for r in rows]
         with job_tx(env, tenant) as tx:
             marks = ",".join("?" * len(ids))
             for row in load_rows(tx.conn, tenant, f"id IN ({marks}) AND status = ?",

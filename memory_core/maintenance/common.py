@@ -1,11 +1,12 @@
-"""What the memory-care bodies share: the tenants in pages, a write transaction stamped
-with the job's clock, and the chat sessions that have ended."""
+"""What the memory-care bodies share: the tenants and other rows in pages, a write
+transaction stamped with the job's clock, and the chat sessions that have ended."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from memory_core.clock import to_db
 from memory_core.db.sqlite import Connection, atomic
@@ -22,6 +23,18 @@ def tenants(conn: Connection, page: int = TENANT_PAGE) -> Iterator[str]:
                                "LIMIT ?", (after, page)).fetchall():
         for (tenant,) in rows:
             yield tenant
+        after = rows[-1][0]
+
+
+def id_pages(conn: Connection, sql: str, params: Sequence[Any], page: int
+             ) -> Iterator[list[Any]]:
+    """The rows of ``sql`` a page at a time, by row id: ``sql`` selects the id first and
+    ends ``id > ? ORDER BY id LIMIT ?``, and ``params`` fill the placeholders before those.
+    Each page is read when the previous one is done with, so the caller may write in between.
+    """
+    after = 0
+    while rows := conn.execute(sql, (*params, after, page)).fetchall():
+        yield rows
         after = rows[-1][0]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from memory_core.db.sqlite import Connection
 from memory_core.maintenance.base import JobEnv, JobReport
-from memory_core.maintenance.common import end_sessions, session_ended, tenants
+from memory_core.maintenance.common import end_sessions, id_pages, session_ended, tenants
 from memory_core.maintenance.sweep import sweep
 from memory_core.model.belief_rules import importance
 from memory_core.model.deletion import delete_memories
@@ -30,6 +30,9 @@ from memory_core.model.episodes import is_explicit
 PAGE = 500
 REASON = "session_purge"
 _SESSION_CACHE = 10_000  # sessions whose end is remembered within one tenant's pass
+_CANDIDATES_SQL = ("SELECT id, session_id FROM episodes NOT INDEXED WHERE tenant = ? AND "
+                   "tier IN ('working', 'recent') AND access_count = 0 AND id > ? "
+                   "ORDER BY id LIMIT ?")
 
 
 def start_signals(conn: Connection, tenant: str, episode_id: int) -> float:
@@ -52,13 +55,9 @@ def purge_ended_sessions(env: JobEnv, tenant: str) -> int:
     below = env.settings.session_purge_below
     if below <= 0:
         return 0
-    conn, purged, last = env.state.conn, 0, 0
+    conn, purged = env.state.conn, 0
     ended: dict[str, bool] = {}
-    while rows := conn.execute(
-            "SELECT id, session_id FROM episodes NOT INDEXED WHERE tenant = ? AND tier IN "
-            "('working', 'recent') AND access_count = 0 AND id > ? ORDER BY id LIMIT ?",
-            (tenant, last, PAGE)).fetchall():
-        last = rows[-1][0]
+    for rows in id_pages(conn, _CANDIDATES_SQL, (tenant,), PAGE):
         if len(ended) > _SESSION_CACHE:
             ended.clear()
         for _, session_id in rows:
