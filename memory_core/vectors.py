@@ -223,10 +223,9 @@ class VectorIndex:
         gen = _get(conn, _GENERATION)
         if gen is None:
             return None
-        return {base: int(conn.execute(f"SELECT count(*) FROM {base} b WHERE NOT EXISTS "
-                                       f"(SELECT 1 FROM {vec_table(base, int(gen))} v "
-                                       "WHERE v.rowid = b.id)").fetchone()[0])
-                for base in VECTOR_BASES}
+        return {base: int(conn.execute(
+                    f"SELECT count(*) {_missing_sql(base, vec_table(base, int(gen)))}"
+                ).fetchone()[0]) for base in VECTOR_BASES}
 
     def reindex(self, conn: Connection, *, batch_size: int = 256,
                 progress: Callable[[str, int, int], None] | None = None) -> ReindexReport:
@@ -307,8 +306,7 @@ class VectorIndex:
                       progress: Callable[[str, int, int], None] | None) -> int:
         """Embed the rows of ``base`` that have no vector in generation ``gen``."""
         table = vec_table(base, gen)
-        missing_sql = (f"FROM {base} b WHERE NOT EXISTS (SELECT 1 FROM {table} v "
-                       "WHERE v.rowid = b.id)")
+        missing_sql = _missing_sql(base, table)
         total = int(conn.execute(f"SELECT count(*) {missing_sql}").fetchone()[0])
         done, after = 0, 0
         while done < total:
@@ -328,6 +326,11 @@ class VectorIndex:
             if progress:
                 progress(base, done, total)
         return done
+
+
+def _missing_sql(base: str, table: str) -> str:
+    """The rows of ``base`` with no vector in ``table``, as a FROM clause (alias ``b``)."""
+    return f"FROM {base} b WHERE NOT EXISTS (SELECT 1 FROM {table} v WHERE v.rowid = b.id)"
 
 
 def _still_missing(conn: Connection, base: str, table: str, rowid: int, text: str) -> bool:
