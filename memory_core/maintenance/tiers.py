@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from memory_core.clock import to_db
 from memory_core.db.sqlite import atomic
 from memory_core.maintenance.base import JobEnv
-from memory_core.maintenance.common import job_tx
+from memory_core.maintenance.common import id_pages, job_tx
 from memory_core.settings import Settings
 
 PAGE = 1_000
@@ -84,12 +84,9 @@ def move(env: JobEnv, tenant: str, page: int = PAGE) -> dict[str, int]:
     conn, now = env.state.conn, to_db(env.now)
     policy = TierPolicy.from_settings(env.settings)
     moves: dict[str, int] = {}
-    last = 0
-    while rows := conn.execute(
-            "SELECT id, episode_uid, tier, importance, " + _SECONDS.format(col="occurred_at")
-            + " FROM episodes NOT INDEXED WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?",
-            (now, tenant, last, page)).fetchall():
-        last = rows[-1][0]
+    sql = ("SELECT id, episode_uid, tier, importance, " + _SECONDS.format(col="occurred_at")
+           + " FROM episodes NOT INDEXED WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?")
+    for rows in id_pages(conn, sql, (now, tenant), page):
         todo = [(row_id, uid, tier, tier_for(age, imp, policy))
                 for row_id, uid, tier, imp, age in rows if tier != "working"]
         todo = [t for t in todo if t[2] != t[3]]
