@@ -116,6 +116,16 @@ def drop_namespace(url: str, namespace: str) -> None:
         client.close()
 
 
+def cli_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The CLI's environment for a fixture with ``params=["embedded", "redis"]``: a fresh data
+    dir and, for redis, a test-owned server (the ``own_redis`` fixture)."""
+    env = {"MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "warning"}
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("own_redis")
+        env["MNEMO_BROKER_URL"] = server.url
+    return env
+
+
 class _Target(Protocol):
     namespace: str
 
