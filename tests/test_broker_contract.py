@@ -26,7 +26,7 @@ from memory_core.brokers import make_broker
 from memory_core.brokers.base import QueueStats
 from memory_core.settings import Settings
 from tests.helpers.queue_env import (
-    drop_namespace,
+    broker_target,
     marker_lines,
     running,
     start_worker_process,
@@ -86,12 +86,7 @@ def _target(kind: str, tmp_path: Path, url: str | None) -> Target:
 
 @pytest.fixture(params=["embedded", "redis"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    t = _target(request.param, tmp_path, url)
-    yield t
-    t.close()
-    if url:
-        drop_namespace(url, t.namespace)
+    yield from broker_target(request, lambda kind, url: _target(kind, tmp_path, url))
 
 
 def probe(broker: Any, fn: Callable[..., Any], **options: Any) -> Any:

@@ -21,13 +21,12 @@ from click.testing import CliRunner
 
 from memory_core import Memory
 from memory_core.clock import to_db, utcnow
-from memory_core.db import migrate_stores, open_state
-from memory_core.model.tenants import create_tenant
+from memory_core.db import open_state
 from memory_core.settings import Settings
 from memory_core.write.completeness import check_completeness
 from scripts.cli import main
 from tests.conftest import REPO
-from tests.helpers.post_turn import turn
+from tests.helpers.post_turn import seed_tenants, turn
 from tests.helpers.queue_env import RedisServer, started_redis, stop_process, wait_for
 
 pytest_plugins = ("tests.helpers.queue_fixtures",)
@@ -48,11 +47,7 @@ def _env(tmp_path: Path, broker_url: str | None) -> dict[str, str]:
     env.pop("MNEMO_BROKER_URL", None)
     if broker_url:
         env["MNEMO_BROKER_URL"] = broker_url
-    settings = Settings.from_env(env)
-    migrate_stores(settings)
-    state = open_state(settings)
-    create_tenant(state.conn, "t1")
-    state.close()
+    seed_tenants(Settings.from_env(env))
     return env
 
 

@@ -27,14 +27,13 @@ from memory_core.embedders.hash import HashEmbedder
 from memory_core.embedders.identity import mismatch_message
 from memory_core.errors import ConfigurationError
 from memory_core.health import EXIT_CODES, HealthEnv, overall, probe
-from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex, vec_table
 from schedules.health import health_report
 from schedules.leader import LEADER_LEASE
 from scripts.cli import main
 from tests.conftest import REPO
-from tests.helpers.post_turn import record_messages, turn
+from tests.helpers.post_turn import record_messages, seed_tenants, turn
 from tests.helpers.queue_env import (
     RedisServer,
     start_worker_process,
@@ -85,10 +84,7 @@ def migrated(tmp_path: Path) -> Settings:
 def test_healthy_under_mnemo_up_then_the_probes_see_it_stop(tmp_path: Path) -> None:
     env = _env(tmp_path)
     settings = Settings.from_env(env)
-    migrate_stores(settings)
-    state = open_state(settings)
-    create_tenant(state.conn, "t1")
-    state.close()
+    seed_tenants(settings)
     broker = make_broker(settings)
     for message in record_messages(settings, [turn(i) for i in range(3)]):
         broker.enqueue(message)

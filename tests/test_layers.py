@@ -11,12 +11,13 @@ functions count too.
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.imports import imported_modules
 
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ["memory_core", "workers", "schedules", "scripts"]  # lowest first
@@ -38,20 +39,6 @@ MAY_NOT: dict[str, set[str]] = {
     "health": {"chat", "recall", "write", "extraction"},
     BASE: set(PACKAGES),
 }
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every absolute module name ``path`` imports, anywhere in the file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            if node.module == "memory_core":  # ``from memory_core import write``
-                names.update(f"memory_core.{alias.name}" for alias in node.names)
-    return names
 
 
 def part_of(module: str) -> str | None:

@@ -22,18 +22,14 @@ from memory_core.settings import Settings
 from scripts.cli import main
 from tests.conftest import REPO
 from tests.helpers.post_turn import record_messages, turn
-from tests.helpers.queue_env import RedisServer, wait_for
+from tests.helpers.queue_env import cli_env, wait_for
 
 pytest_plugins = ("tests.helpers.queue_fixtures",)
 
 
 @pytest.fixture(params=["embedded", "redis"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    env = {"MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "warning"}
-    if request.param == "redis":
-        server: RedisServer = request.getfixturevalue("own_redis")
-        env["MNEMO_BROKER_URL"] = server.url
-    yield env
+    yield cli_env(request, tmp_path)
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str] | object:

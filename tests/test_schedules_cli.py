@@ -24,7 +24,7 @@ from schedules.leader import LEADER_LEASE
 from schedules.table import SCHEDULES, fire_times, get_schedule, window_at
 from scripts.cli import main
 from tests.conftest import REPO
-from tests.helpers.queue_env import RedisServer, wait_for
+from tests.helpers.queue_env import cli_env, wait_for
 from tests.helpers.schedule_env import SchedTarget, ledger
 
 pytest_plugins = ("tests.helpers.queue_fixtures",)
@@ -32,11 +32,7 @@ pytest_plugins = ("tests.helpers.queue_fixtures",)
 
 @pytest.fixture(params=["embedded", "redis"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    env = {"MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "warning"}
-    if request.param == "redis":
-        server: RedisServer = request.getfixturevalue("own_redis")
-        env["MNEMO_BROKER_URL"] = server.url
-    yield env
+    yield cli_env(request, tmp_path)
 
 
 def _cli(env: dict[str, str], *args: str) -> object:

@@ -16,7 +16,7 @@ import pytest
 
 from memory_core.maintenance import firings
 from schedules.table import SCHEDULES, fire_times_between, get_schedule, window_at
-from tests.helpers.queue_env import drop_namespace, running, wait_for
+from tests.helpers.queue_env import broker_target, running, wait_for
 from tests.helpers.schedule_env import Recorder, SchedTarget, ledger, queued
 
 T0 = datetime(2026, 12, 5, 0, 0, tzinfo=UTC)  # a Saturday
@@ -25,12 +25,7 @@ SPAN_END = datetime(2026, 12, 7, 0, 30, tzinfo=UTC)  # Monday 00:30: every sched
 
 @pytest.fixture(params=["embedded", "redis"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SchedTarget]:
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    t = SchedTarget(request.param, tmp_path, url)
-    yield t
-    t.close()
-    if url:
-        drop_namespace(url, t.namespace)
+    yield from broker_target(request, lambda kind, url: SchedTarget(kind, tmp_path, url))
 
 
 @pytest.fixture

@@ -22,15 +22,14 @@ from memory_core import Memory
 from memory_core.brokers import make_broker, make_enqueuer
 from memory_core.brokers.base import QueueStats
 from memory_core.brokers.spool import Spool, relay_spool
-from memory_core.db import migrate_stores, open_ops, open_state
+from memory_core.db import open_ops, open_state
 from memory_core.errors import InvalidInputError
 from memory_core.jobs import build_message
-from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
 from memory_core.write.pipeline import record_turn_and_episode
 from scripts.cli import main
-from tests.helpers.post_turn import turn
+from tests.helpers.post_turn import seed_tenants, turn
 from tests.helpers.queue_env import RedisServer, running, wait_for
 from workers.actors import declare_actors
 from workers.context import LazyContext
@@ -48,11 +47,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
     if request.param == "redis":
         server: RedisServer = request.getfixturevalue("own_redis")
         env["MNEMO_BROKER_URL"] = server.url
-    settings = Settings.from_env(env)
-    migrate_stores(settings)
-    state = open_state(settings)
-    create_tenant(state.conn, "t1")
-    state.close()
+    seed_tenants(Settings.from_env(env))
     yield env
 
 

@@ -4,7 +4,6 @@ into the model for them."""
 
 from __future__ import annotations
 
-import ast
 import typing
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from memory_core.model.tenants import create_tenant
 from memory_core.recall import inspect
 from memory_core.recall.strategy import DEFAULT
 from memory_core.vocabulary import SOURCES, STATUSES, TIERS, sql_list
+from tests.helpers.imports import imported_modules
 
 REPO = Path(__file__).resolve().parent.parent
 # What memory_core/db may import from memory_core: itself and the shared base below it.
@@ -72,13 +72,7 @@ def test_sql_list_quotes_words_and_refuses_anything_else() -> None:
 
 
 def _memory_core_imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return {n for n in names if n.startswith("memory_core")}
+    return {n for n in imported_modules(path) if n.startswith("memory_core")}
 
 
 def test_the_stores_take_the_words_from_below_never_from_the_model() -> None:

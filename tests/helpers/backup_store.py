@@ -3,20 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory_core.db import open_ops, open_state
-from memory_core.db.stores import Database
-from memory_core.embedders import HashEmbedder
 from memory_core.maintenance.base import JobEnv
 from memory_core.model.merges import merge_entities
-from memory_core.model.tenants import create_tenant
-from memory_core.settings import Settings
-from memory_core.vectors import VectorIndex
 from memory_core.write.pipeline import process_turns
+from tests.helpers.maintenance import World, make_world
 from tests.helpers.post_turn import turn
 from workers.audit import AuditEntry, write_audit
 
@@ -25,30 +19,17 @@ WINDOW = "backup@2025-06-01T06:00:00Z"
 MARKER = "Zanzibarville"  # said only in tenant t2
 
 
-@dataclass
-class Mem:
-    settings: Settings
-    state: Database
-    ops: Database
-    index: VectorIndex
+class Mem(World):
+    """A maintenance ``World`` whose job clock and window default to the backup's."""
 
-    def env(self, window: str = WINDOW, now: datetime = NOW) -> JobEnv:
-        return JobEnv(self.settings, self.state, self.ops, self.index, now, window)
-
-    def close(self) -> None:
-        self.state.close()
-        self.ops.close()
+    def env(self, now: datetime = NOW, window: str = WINDOW) -> JobEnv:
+        return super().env(now, window)
 
 
 def open_memory(data_dir: Path, tenants: tuple[str, ...] = ("t1", "t2"),
                 **overrides: Any) -> Mem:
-    settings = Settings.from_env({}, data_dir=data_dir, hash_dim=32, **overrides)
-    state, ops = open_state(settings), open_ops(settings)
-    index = VectorIndex(HashEmbedder(dim=32))
-    index.ensure(state.conn)
-    for tenant in tenants:
-        create_tenant(state.conn, tenant)
-    return Mem(settings, state, ops, index)
+    w = make_world(data_dir, tenants, **overrides)
+    return Mem(w.settings, w.state, w.ops, w.index, w.start)
 
 
 def feed(mem: Mem, tenant: str, n: int, start: int = 0) -> None:

@@ -16,7 +16,7 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import CurrentMessage
 
 from memory_core.chat.post_turn import turn_message
-from memory_core.db import open_state
+from memory_core.db import migrate_stores, open_state
 from memory_core.errors import NotFoundError
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
@@ -38,6 +38,17 @@ def make_context(data_dir: Path, tenants: tuple[str, ...] = ("t1",), **overrides
     for tenant in tenants:
         create_tenant(ctx.state.conn, tenant)
     return ctx
+
+
+def seed_tenants(settings: Settings, tenants: tuple[str, ...] = ("t1",)) -> None:
+    """Migrate both stores of ``settings`` and create ``tenants``, as ``mnemo`` setup would."""
+    migrate_stores(settings)
+    state = open_state(settings)
+    try:
+        for tenant in tenants:
+            create_tenant(state.conn, tenant)
+    finally:
+        state.close()
 
 
 def turn(i: int, tenant: str = "t1", session: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
@@ -114,6 +114,37 @@ def drop_namespace(url: str, namespace: str) -> None:
             client.delete(*keys)
     finally:
         client.close()
+
+
+def cli_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The CLI's environment for a fixture with ``params=["embedded", "redis"]``: a fresh data
+    dir and, for redis, a test-owned server (the ``own_redis`` fixture)."""
+    env = {"MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "warning"}
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("own_redis")
+        env["MNEMO_BROKER_URL"] = server.url
+    return env
+
+
+class _Target(Protocol):
+    namespace: str
+
+    def close(self) -> None: ...
+
+
+T = TypeVar("T", bound=_Target)
+
+
+def broker_target(request: pytest.FixtureRequest, make: Callable[[str, str | None], T]
+                  ) -> Iterator[T]:
+    """The body of a target fixture with ``params=["embedded", "redis"]``: ``make(kind,
+    url)`` (url only for redis), closed at the end, its Redis namespace dropped."""
+    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    t = make(request.param, url)
+    yield t
+    t.close()
+    if url:
+        drop_namespace(url, t.namespace)
 
 
 @contextlib.contextmanager
