@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
+from memory_core.db import Database, open_ops, open_state
 from memory_core.db.faults import fault_of, storage_status, store_error
 from memory_core.db.sqlite import sqlite_module
 from memory_core.errors import MnemoError, StoreDamagedError, StoreError, StoreUnwritableError
@@ -145,3 +147,18 @@ def progress(message: str) -> None:
     """A progress line on stderr (keeps --json output on stdout clean)."""
     click.echo(message, err=True)
     sys.stderr.flush()
+
+
+@contextmanager
+def chat_view(settings: Settings) -> Iterator[tuple[Database, Database]]:
+    """(state, ops): the state database read as the chat reads it (read-only, not migrated)
+    and the ops database (not migrated), both closed on the way out."""
+    state = open_state(settings, migrate=False, readonly=True)
+    try:
+        ops = open_ops(settings, migrate=False)
+        try:
+            yield state, ops
+        finally:
+            ops.close()
+    finally:
+        state.close()
