@@ -10,13 +10,20 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
+import redis
 
 from memory_core.db import Database, open_ops, open_state
 from memory_core.db.faults import fault_of, storage_status, store_error
 from memory_core.db.sqlite import sqlite_module
-from memory_core.errors import MnemoError, StoreDamagedError, StoreError, StoreUnwritableError
+from memory_core.errors import (
+    BrokerError,
+    MnemoError,
+    StoreDamagedError,
+    StoreError,
+    StoreUnwritableError,
+)
 from memory_core.log import configure_logging
-from memory_core.settings import Settings
+from memory_core.settings import Settings, redact_url
 from scripts.cli import exit_codes
 
 STORAGE_FAULT_EXIT = exit_codes.STORAGE_FAULT  # damaged, read-only or full (docs/cli.md)
@@ -162,3 +169,15 @@ def chat_view(settings: Settings) -> Iterator[tuple[Database, Database]]:
             ops.close()
     finally:
         state.close()
+
+
+@contextmanager
+def redis_errors(settings: Settings, failed: str) -> Iterator[None]:
+    """A Redis error inside becomes a BrokerError naming the (redacted) URL, what ``failed``
+    ("did not answer") and the fix."""
+    try:
+        yield
+    except redis.RedisError as e:
+        raise BrokerError(
+            f"Redis at {redact_url(settings.broker_url)} {failed} ({type(e).__name__}): "
+            "start it, or check MNEMO_BROKER_URL") from e

@@ -8,18 +8,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import click
-import redis
 
 from memory_core.clock import utcnow
 from memory_core.db import open_ops
 from memory_core.db.stores import Database
-from memory_core.errors import BrokerError
 from memory_core.maintenance import firings
-from memory_core.settings import redact_url
 from schedules.bootstrap import firing_enqueuer
 from schedules.firing import fire_manual
 from schedules.table import SCHEDULES, fire_times, get_schedule
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
 
 WEEK = timedelta(days=7)
 
@@ -143,11 +140,8 @@ def fire(obj: Ctx, schedule_id: str, as_json: bool) -> None:
     with _ops(obj) as db:
         enqueuer = firing_enqueuer(obj.settings)
         try:
-            key = fire_manual(db, enqueuer, schedule, utcnow())
-        except redis.RedisError as e:
-            raise BrokerError(
-                f"Redis at {redact_url(obj.settings.broker_url)} did not take the message "
-                f"({type(e).__name__}): start it, or check MNEMO_BROKER_URL") from e
+            with redis_errors(obj.settings, "did not take the message"):
+                key = fire_manual(db, enqueuer, schedule, utcnow())
         finally:
             enqueuer.close()
     message_id = firings.message_id_for(key)
