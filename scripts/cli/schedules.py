@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from memory_core.clock import utcnow
+from memory_core.clock import to_display, utcnow
 from memory_core.db import open_ops
 from memory_core.db.stores import Database
 from memory_core.maintenance import firings
@@ -19,10 +19,6 @@ from schedules.table import SCHEDULES, fire_times, get_schedule
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
 
 WEEK = timedelta(days=7)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ms(value: int | None) -> str:
@@ -60,7 +56,7 @@ def _overview(conn: Any, now: datetime) -> list[dict[str, Any]]:
         last = firings.latest(conn, schedule.id)
         out.append({
             "id": schedule.id, "job": schedule.job, "cadence": schedule.cadence,
-            "next": [_iso(t) for t in fire_times(schedule, now, 3)],
+            "next": [to_display(t) for t in fire_times(schedule, now, 3)],
             "last_window": last.window_key if last else None,
             "last_kind": last.kind if last else None,
             "outcome": last.status if last else None,
@@ -119,7 +115,7 @@ def history(obj: Ctx, schedule_id: str, limit: int, as_json: bool) -> None:
         return
     emit_table(["window", "kind", "status", "fired", "duration", "attempts", "missed",
                 "error"],
-               [(r.window_key, r.kind, r.status, _iso(r.fired_at), _ms(r.duration_ms),
+               [(r.window_key, r.kind, r.status, to_display(r.fired_at), _ms(r.duration_ms),
                  r.attempts, r.missed_count or "", r.error or "") for r in rows])
 
 
