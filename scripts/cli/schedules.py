@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +10,6 @@ import click
 
 from memory_core.clock import to_display, utcnow
 from memory_core.db import open_ops
-from memory_core.db.stores import Database
 from memory_core.maintenance import firings
 from schedules.bootstrap import firing_enqueuer
 from schedules.firing import fire_manual
@@ -25,15 +23,6 @@ def _ms(value: int | None) -> str:
     if value is None:
         return "-"
     return f"{value} ms" if value < 10_000 else f"{value / 1000:.1f} s"
-
-
-@contextmanager
-def _ops(obj: Ctx) -> Iterator[Database]:
-    db = open_ops(obj.settings)
-    try:
-        yield db
-    finally:
-        db.close()
 
 
 @click.group()
@@ -79,7 +68,7 @@ def list_(obj: Ctx, as_json: bool) -> None:
 
         mnemo schedules list --json
     """
-    with _ops(obj) as db:
+    with closing(open_ops(obj.settings)) as db:
         rows = _overview(db.conn, utcnow())
     if as_json:
         emit_json(rows)
@@ -108,7 +97,7 @@ def history(obj: Ctx, schedule_id: str, limit: int, as_json: bool) -> None:
         mnemo schedules history macro_sleep --limit 5
     """
     schedule = get_schedule(schedule_id)
-    with _ops(obj) as db:
+    with closing(open_ops(obj.settings)) as db:
         rows = firings.history(db.conn, schedule.id, limit)
     if as_json:
         emit_json([r.as_json() for r in rows])
@@ -133,7 +122,7 @@ def fire(obj: Ctx, schedule_id: str, as_json: bool) -> None:
         mnemo schedules fire backup
     """
     schedule = get_schedule(schedule_id)
-    with _ops(obj) as db:
+    with closing(open_ops(obj.settings)) as db:
         enqueuer = firing_enqueuer(obj.settings)
         try:
             with redis_errors(obj.settings, "did not take the message"):
