@@ -38,6 +38,11 @@ def from_db(text: str) -> datetime:
     return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
 
 
+def to_display(value: datetime) -> str:
+    """An aware datetime as ISO-8601 UTC to the second, for people: ``2024-05-01T12:00:00Z``."""
+    return ensure_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_iso(text: str, what: str = "time") -> datetime:
     """Parse caller-supplied ISO-8601 text (must carry a zone, or end in Z)."""
     if not isinstance(text, str) or len(text) > 64:

@@ -12,9 +12,9 @@ liveness probe and fails the readiness one.
 from __future__ import annotations
 
 import socket
-from datetime import datetime
 
 from memory_core import heartbeats
+from memory_core.clock import to_display
 from memory_core.health.report import OK, UNHEALTHY, Check, HealthEnv
 
 
@@ -43,11 +43,7 @@ def probe(env: HealthEnv, role: str, *, pid: int | None = None,
         return Check(name, UNHEALTHY, f"no heartbeat from {who}")
     last = mine[0]
     if last.stopped_at is not None:
-        return Check(name, UNHEALTHY, f"{who} stopped at {_iso(last.stopped_at)}",
+        return Check(name, UNHEALTHY, f"{who} stopped at {to_display(last.stopped_at)}",
                      last.as_json())
     return Check(name, UNHEALTHY, f"{who}: last heartbeat {last.age_s(env.now):.0f} s old "
                  f"(more than MNEMO_HEALTH_STALE_S={stale_s})", last.as_json())
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from memory_core.brokers.base import QueueStats
@@ -67,14 +68,18 @@ def check_broker(env: HealthEnv) -> list[Check]:
                              detail)]
 
 
+def _worst(per_queue: Mapping[str, float]) -> str | None:
+    """The queue with the largest value (the first on a tie), or None when there is none."""
+    return max(per_queue, key=per_queue.__getitem__, default=None)
+
+
 def check_queue_depth(env: HealthEnv) -> Check:
     limit = env.settings.health_queue_depth
     depth = {s.queue: s.ready + s.delayed for s in _stats(env)}
-    over = {q: n for q, n in depth.items() if n > limit}
-    if over:
-        worst = max(over, key=over.__getitem__)
+    worst = _worst(depth)
+    if worst is not None and depth[worst] > limit:
         return Check("queue_depth", DEGRADED,
-                     f"queue {worst} holds {over[worst]} waiting messages (more than "
+                     f"queue {worst} holds {depth[worst]} waiting messages (more than "
                      f"MNEMO_HEALTH_QUEUE_DEPTH={limit}): add workers (`mnemo worker "
                      "--processes N`) or find what slows them", {"waiting": depth})
     return Check("queue_depth", OK, f"{sum(depth.values())} message(s) waiting",
@@ -84,15 +89,14 @@ def check_queue_depth(env: HealthEnv) -> Check:
 def check_queue_age(env: HealthEnv) -> Check:
     limit = env.settings.health_queue_age_s
     ages = {s.queue: s.oldest_age_s for s in _stats(env) if s.oldest_age_s is not None}
-    old = {q: a for q, a in ages.items() if a > limit}
-    if old:
-        worst = max(old, key=old.__getitem__)
+    worst = _worst(ages)
+    if worst is not None and ages[worst] > limit:
         return Check("queue_age", DEGRADED,
-                     f"the oldest ready message of queue {worst} waits for {old[worst]:.0f} s "
+                     f"the oldest ready message of queue {worst} waits for {ages[worst]:.0f} s "
                      f"(more than MNEMO_HEALTH_QUEUE_AGE_S={limit}): are the workers running "
                      "and consuming it?", {"oldest_age_s": ages})
-    oldest = max(ages.values(), default=None)
-    reason = "no message waiting" if oldest is None else f"oldest ready message {oldest:.0f} s"
+    reason = ("no message waiting" if worst is None
+              else f"oldest ready message {ages[worst]:.0f} s")
     return Check("queue_age", OK, reason, {"oldest_age_s": ages})
 
 

@@ -5,16 +5,25 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import click
+import redis
 
+from memory_core.db import Database, open_ops, open_state
 from memory_core.db.faults import fault_of, storage_status, store_error
 from memory_core.db.sqlite import sqlite_module
-from memory_core.errors import MnemoError, StoreDamagedError, StoreError, StoreUnwritableError
+from memory_core.errors import (
+    BrokerError,
+    MnemoError,
+    StoreDamagedError,
+    StoreError,
+    StoreUnwritableError,
+)
 from memory_core.log import configure_logging
-from memory_core.settings import Settings
+from memory_core.settings import Settings, redact_url
 from scripts.cli import exit_codes
 
 STORAGE_FAULT_EXIT = exit_codes.STORAGE_FAULT  # damaged, read-only or full (docs/cli.md)
@@ -145,3 +154,30 @@ def progress(message: str) -> None:
     """A progress line on stderr (keeps --json output on stdout clean)."""
     click.echo(message, err=True)
     sys.stderr.flush()
+
+
+@contextmanager
+def chat_view(settings: Settings) -> Iterator[tuple[Database, Database]]:
+    """(state, ops): the state database read as the chat reads it (read-only, not migrated)
+    and the ops database (not migrated), both closed on the way out."""
+    state = open_state(settings, migrate=False, readonly=True)
+    try:
+        ops = open_ops(settings, migrate=False)
+        try:
+            yield state, ops
+        finally:
+            ops.close()
+    finally:
+        state.close()
+
+
+@contextmanager
+def redis_errors(settings: Settings, failed: str) -> Iterator[None]:
+    """A Redis error inside becomes a BrokerError naming the (redacted) URL, what ``failed``
+    ("did not answer") and the fix."""
+    try:
+        yield
+    except redis.RedisError as e:
+        raise BrokerError(
+            f"Redis at {redact_url(settings.broker_url)} {failed} ({type(e).__name__}): "
+            "start it, or check MNEMO_BROKER_URL") from e

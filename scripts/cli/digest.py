@@ -8,11 +8,10 @@ from typing import Any
 import click
 
 from memory_core.clock import utcnow
-from memory_core.db import open_ops, open_state
 from memory_core.errors import InvalidInputError
 from memory_core.maintenance.digest import compute_digest, digest_day, read_digest
 from memory_core.model.tenants import require_tenant
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.app import Ctx, chat_view, emit_json, emit_table, handle_errors, json_option
 
 
 def _day(text: str | None) -> date:
@@ -56,22 +55,13 @@ def digest(obj: Ctx, tenant: str | None, day: str | None, as_json: bool) -> None
     """
     tenant = tenant or obj.settings.default_tenant
     when = _day(day)
-    state = open_state(obj.settings, migrate=False, readonly=True)  # reads as the chat does
-    try:
-        ops = open_ops(obj.settings, migrate=False)
-    except BaseException:
-        state.close()
-        raise
-    try:
+    with chat_view(obj.settings) as (state, ops):
         require_tenant(state.conn, tenant)
         body = read_digest(ops.conn, tenant, when)
         stored = body is not None
         if body is None:
             body = compute_digest(state.conn, tenant, when)
         names = _names(state.conn, tenant, body)
-    finally:
-        state.close()
-        ops.close()
     if as_json:
         emit_json({**body, "stored": stored, "names": names})
     else:

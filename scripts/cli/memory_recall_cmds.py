@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from memory_core.db import open_ops, open_state
+from memory_core.db import open_state
 from memory_core.model.turns import recollect_turn
 from memory_core.recall.inspect import explain_item
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.app import Ctx, chat_view, emit_json, emit_table, handle_errors, json_option
 
 
 @click.command("explain")
@@ -26,17 +26,8 @@ def explain(obj: Ctx, item_id: str, tenant: str | None, as_json: bool) -> None:
         mnemo memory explain belief:b_3f2a... --tenant acme
     """
     tenant = tenant or obj.settings.default_tenant
-    state = open_state(obj.settings, migrate=False, readonly=True)  # reads as the chat does
-    try:
-        ops = open_ops(obj.settings, migrate=False)
-    except BaseException:
-        state.close()
-        raise
-    try:
+    with chat_view(obj.settings) as (state, ops):
         report = explain_item(state.conn, ops.conn, tenant, item_id)
-    finally:
-        state.close()
-        ops.close()
     if as_json:
         emit_json(report)
         return

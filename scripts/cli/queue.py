@@ -8,13 +8,10 @@ from dataclasses import asdict
 from typing import Any
 
 import click
-import redis
 
 from memory_core.brokers import make_broker
-from memory_core.errors import BrokerError
 from memory_core.jobs import QUEUES
-from memory_core.settings import redact_url
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
 
 queue_option = click.option("--queue", "queue_name", metavar="NAME",
                             help="Only this queue (default: all).")
@@ -28,13 +25,10 @@ def _admin(obj: Ctx) -> Iterator[Any]:
     """
     broker = make_broker(obj.settings)
     try:
-        for name in QUEUES:
-            broker.declare_queue(name)
-        yield broker
-    except redis.RedisError as e:
-        raise BrokerError(
-            f"Redis at {redact_url(obj.settings.broker_url)} did not answer "
-            f"({type(e).__name__}): start it, or check MNEMO_BROKER_URL") from e
+        with redis_errors(obj.settings, "did not answer"):
+            for name in QUEUES:
+                broker.declare_queue(name)
+            yield broker
     finally:
         broker.close()
 

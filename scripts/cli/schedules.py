@@ -2,45 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing
 from datetime import datetime, timedelta
 from typing import Any
 
 import click
-import redis
 
-from memory_core.clock import utcnow
+from memory_core.clock import to_display, utcnow
 from memory_core.db import open_ops
-from memory_core.db.stores import Database
-from memory_core.errors import BrokerError
 from memory_core.maintenance import firings
-from memory_core.settings import redact_url
 from schedules.bootstrap import firing_enqueuer
 from schedules.firing import fire_manual
 from schedules.table import SCHEDULES, fire_times, get_schedule
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
 
 WEEK = timedelta(days=7)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ms(value: int | None) -> str:
     if value is None:
         return "-"
     return f"{value} ms" if value < 10_000 else f"{value / 1000:.1f} s"
-
-
-@contextmanager
-def _ops(obj: Ctx) -> Iterator[Database]:
-    db = open_ops(obj.settings)
-    try:
-        yield db
-    finally:
-        db.close()
 
 
 @click.group()
@@ -63,7 +45,7 @@ def _overview(conn: Any, now: datetime) -> list[dict[str, Any]]:
         last = firings.latest(conn, schedule.id)
         out.append({
             "id": schedule.id, "job": schedule.job, "cadence": schedule.cadence,
-            "next": [_iso(t) for t in fire_times(schedule, now, 3)],
+            "next": [to_display(t) for t in fire_times(schedule, now, 3)],
             "last_window": last.window_key if last else None,
             "last_kind": last.kind if last else None,
             "outcome": last.status if last else None,
@@ -86,7 +68,7 @@ def list_(obj: Ctx, as_json: bool) -> None:
 
         mnemo schedules list --json
     """
-    with _ops(obj) as db:
+    with closing(open_ops(obj.settings)) as db:
         rows = _overview(db.conn, utcnow())
     if as_json:
         emit_json(rows)
@@ -115,14 +97,14 @@ def history(obj: Ctx, schedule_id: str, limit: int, as_json: bool) -> None:
         mnemo schedules history macro_sleep --limit 5
     """
     schedule = get_schedule(schedule_id)
-    with _ops(obj) as db:
+    with closing(open_ops(obj.settings)) as db:
         rows = firings.history(db.conn, schedule.id, limit)
     if as_json:
         emit_json([r.as_json() for r in rows])
         return
     emit_table(["window", "kind", "status", "fired", "duration", "attempts", "missed",
                 "error"],
-               [(r.window_key, r.kind, r.status, _iso(r.fired_at), _ms(r.duration_ms),
+               [(r.window_key, r.kind, r.status, to_display(r.fired_at), _ms(r.duration_ms),
                  r.attempts, r.missed_count or "", r.error or "") for r in rows])
 
 
@@ -140,14 +122,11 @@ def fire(obj: Ctx, schedule_id: str, as_json: bool) -> None:
         mnemo schedules fire backup
     """
     schedule = get_schedule(schedule_id)
-    with _ops(obj) as db:
+    with closing(open_ops(obj.settings)) as db:
         enqueuer = firing_enqueuer(obj.settings)
         try:
-            key = fire_manual(db, enqueuer, schedule, utcnow())
-        except redis.RedisError as e:
-            raise BrokerError(
-                f"Redis at {redact_url(obj.settings.broker_url)} did not take the message "
-                f"({type(e).__name__}): start it, or check MNEMO_BROKER_URL") from e
+            with redis_errors(obj.settings, "did not take the message"):
+                key = fire_manual(db, enqueuer, schedule, utcnow())
         finally:
             enqueuer.close()
     message_id = firings.message_id_for(key)
