@@ -101,7 +101,7 @@ def _maintenance_fn(job: Job, context: LazyContext, broker: Broker) -> Callable[
         if result is None:
             return
         for name, payload in result.follow_ups:
-            broker.enqueue(follow_up_message(parent, name, {"window": window, **payload}))
+            offer(follow_up_message(parent, name, {"window": window, **payload}))
 
     run.__name__ = run.__qualname__ = job.name
     run.__doc__ = job.doc
