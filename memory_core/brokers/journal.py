@@ -39,11 +39,11 @@ from memory_core.brokers.base import send_once
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.sqlite import Connection, atomic, sqlite_module
 from memory_core.db.stores import Database
-from memory_core.jobs import applied_key
+from memory_core.jobs import RECORD_TURN, applied_key
 
 log = structlog.get_logger("mnemo.queue")
 
-JOURNALED = "record_turn"  # the one job whose loss nothing downstream could notice
+JOURNALED = RECORD_TURN  # the one job whose loss nothing downstream could notice
 RECORDED_KIND = "record_turn"  # its applied_jobs key kind (memory_core.write.pipeline)
 _REDIS_DOWN = (redis.RedisError, OSError)
 
