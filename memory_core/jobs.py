@@ -69,8 +69,11 @@ class Job:
         return options
 
 
+# The job after_turn sends (by name: memory_core.chat.post_turn; the turn journal keeps it).
+RECORD_TURN = "record_turn"
+
 _POST_TURN = (
-    Job("record_turn", "turns", ("tenant", "turn"), max_retries=10, time_limit_ms=60 * SECOND,
+    Job(RECORD_TURN, "turns", ("tenant", "turn"), max_retries=10, time_limit_ms=60 * SECOND,
         min_backoff_ms=1 * SECOND, max_backoff_ms=10 * MINUTE, priority=0,
         doc="Record the raw turn and its working episode (idempotent on turn_uid)."),
     Job("extract_beliefs", "turns", ("tenant", "turn_uid"), max_retries=10,

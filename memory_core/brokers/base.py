@@ -8,11 +8,12 @@ operations behind ``mnemo queue``. One contract test suite runs over both.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from dramatiq import Message
+from dramatiq import Broker, Message
 from dramatiq.broker import MessageProxy
 from dramatiq.common import q_name
 
@@ -127,3 +128,17 @@ def fresh_retry_budget(message: Message[Any]) -> Message[Any]:
                if k not in ("retries", "requeue_timestamp", "eta", "traceback",
                             *_ERROR_OPTIONS)}
     return dataclasses.replace(message, queue_name=q_name(message.queue_name), options=options)
+
+
+def send_once(broker: Broker) -> Callable[[Message[Any]], bool]:
+    """The broker's send-once, ``enqueue_once`` (False: that id is already queued); a broker
+    without one (a StubBroker in actor tests) sends, and that is True."""
+    once: Callable[[Message[Any]], bool] | None = getattr(broker, "enqueue_once", None)
+    if once is not None:
+        return once
+
+    def send(message: Message[Any]) -> bool:
+        broker.enqueue(message)
+        return True
+
+    return send

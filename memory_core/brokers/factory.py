@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from dramatiq import Broker, Message
 from dramatiq.middleware import Middleware
 
+from memory_core.brokers.base import send_once
 from memory_core.settings import Settings
 
 
@@ -54,11 +55,7 @@ class BrokerEnqueuer:
         return str(self.broker.enqueue(message).message_id)
 
     def offer(self, message: Message[Any]) -> bool:
-        once = getattr(self.broker, "enqueue_once", None)
-        if once is None:  # a broker without dedupe (tests' StubBroker): plain enqueue
-            self.broker.enqueue(message)
-            return True
-        return bool(once(message))
+        return bool(send_once(self.broker)(message))
 
     def close(self) -> None:
         self.broker.close()

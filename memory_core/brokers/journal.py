@@ -35,14 +35,15 @@ import structlog
 from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
+from memory_core.brokers.base import send_once
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.sqlite import Connection, atomic, sqlite_module
 from memory_core.db.stores import Database
-from memory_core.jobs import applied_key
+from memory_core.jobs import RECORD_TURN, applied_key
 
 log = structlog.get_logger("mnemo.queue")
 
-JOURNALED = "record_turn"  # the one job whose loss nothing downstream could notice
+JOURNALED = RECORD_TURN  # the one job whose loss nothing downstream could notice
 RECORDED_KIND = "record_turn"  # its applied_jobs key kind (memory_core.write.pipeline)
 _REDIS_DOWN = (redis.RedisError, OSError)
 
@@ -114,7 +115,7 @@ def relay_journal(broker: Broker, journal: Journal, state: Connection, *, resend
     """Drop the journal entries whose turn is recorded; re-send the ones older than
     ``resend_s`` that are not. Stops (returns) when Redis fails: the rest waits."""
     now = time.time() if now is None else now
-    offer = getattr(broker, "enqueue_once", broker.enqueue)
+    offer = send_once(broker)
     report = JournalReport()
     after = 0
     while keep_going is None or keep_going():

@@ -29,6 +29,7 @@ import structlog
 from dramatiq import Broker, Message
 from dramatiq.errors import DecodeError
 
+from memory_core.brokers.base import send_once
 from memory_core.brokers.journal import Journal, JournalReport, relay_journal
 from memory_core.brokers.redis import MnemoRedisBroker
 from memory_core.db.checkpoint import WalCheckpointer
@@ -149,7 +150,7 @@ def relay_spool(broker: Broker, spool: Spool, *, batch: int = 200,
     outage: it stops and leaves the rest for later.
     """
     forwarded = 0
-    enqueue = getattr(broker, "enqueue_once", broker.enqueue)
+    enqueue = send_once(broker)
     while keep_going is None or keep_going():
         rows = spool.oldest(batch)
         if not rows:

@@ -38,12 +38,10 @@ from dramatiq import Message
 from memory_core.brokers.factory import Enqueuer, make_enqueuer
 from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError
-from memory_core.jobs import build_message, derived_message_id
+from memory_core.jobs import RECORD_TURN, build_message, derived_message_id
 from memory_core.model.tenants import require_tenant
 from memory_core.model.turns import DEFAULT_MAX_TURN_CHARS, CheckedTurn, TurnInput, check_turn
 from memory_core.settings import Settings
-
-RECORD_TURN = "record_turn"
 
 
 def checked_turn(turn: TurnInput | Mapping[str, Any],
