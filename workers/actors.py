@@ -34,6 +34,7 @@ import dramatiq
 from dramatiq import Actor, Broker, Message
 from dramatiq.middleware import CurrentMessage
 
+from memory_core.brokers.base import send_once
 from memory_core.errors import ConfigurationError, InvalidInputError
 from memory_core.jobs import JOBS, MAINTENANCE, Job, build_message, follow_up_id
 from workers.audit import report
@@ -56,20 +57,6 @@ def follow_up_message(parent_id: str | None, job: str, kwargs: dict[str, Any]) -
     return dataclasses.replace(message, message_id=follow_up_id(parent_id, job, kwargs))
 
 
-def _offer(broker: Broker) -> Callable[[Message[Any]], bool]:
-    """The broker's send-once (False: that id is already queued); a broker without one
-    (a StubBroker in actor tests) sends."""
-    once = getattr(broker, "enqueue_once", None)
-    if once is not None:
-        return once
-
-    def send(message: Message[Any]) -> bool:
-        broker.enqueue(message)
-        return True
-
-    return send
-
-
 def _current_message_id() -> str | None:
     message = CurrentMessage.get_current_message()
     return None if message is None else str(message.message_id)
@@ -84,7 +71,7 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
         parent = _current_message_id()
         # Offered, not re-sent: a copy of the follow-up still waiting or in flight (a
         # redelivered parent, or one the completeness check re-sent) is left as it is.
-        offer = _offer(broker)
+        offer = send_once(broker)
         for name, payload in result.follow_ups:
             offer(follow_up_message(parent, name, payload))
 
@@ -96,7 +83,7 @@ def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
 def _maintenance_fn(job: Job, context: LazyContext, broker: Broker) -> Callable[..., None]:
     def run(window: str, **kwargs: Any) -> None:
         parent = _current_message_id()
-        offer = _offer(broker)
+        offer = send_once(broker)
         result = run_maintenance(context.get(), job.name, window, parent, offer, **kwargs)
         if result is None:
             return
