@@ -12,7 +12,8 @@ Candidates (each a bounded, indexed lookup; nothing scans a tenant's beliefs):
   ``user has_sibling``): a one-hop walk from the hub along the asked relation. The hub's
   whole neighbourhood is never read (it is all of memory).
 
-Ranking favours the query's subject and predicate; every component is in [0, 1]:
+Ranking favours the query's subject and predicate (with a relation named, the user's own
+beliefs count only for that relation); every component is in [0, 1]:
 ``score = 1.0 subject + 1.0 predicate + 0.5 subject*predicate + 0.4 entity + 0.4 keyword +
 0.4 dense + 0.2 graph + 0.1 confidence`` (``entity``: the belief's subject or object is an
 entity the query names; ``keyword``/``dense``: ``(k+1)/(k+rank)`` in that list; ``graph``:
@@ -146,6 +147,10 @@ def score(fc: FactCandidate, about: Mapping[str, float], named: Iterable[str],
     named_set = set(named)
     subject = about.get(cand.subject_id or "", 0.0)
     predicate = float(intent.predicates.get(fc.predicate, 0.0))
+    if cand.subject_id == HUB and subject == HUB_WITH_RELATION:
+        # "what is my dog called": of the user's own beliefs only the relation is asked
+        # about (has_pet), not the user's name.
+        predicate = 1.0 if fc.predicate in intent.relations else 0.0
     comps = {
         "subject": subject, "predicate": predicate, "joint": subject * predicate,
         "entity": 1.0 if (cand.subject_id in named_set or cand.object_entity_id in named_set

@@ -78,6 +78,15 @@ class RecallFact:
     def label(self) -> str:
         return f"[{self.handle}]"
 
+    @property
+    def item_id(self) -> str:
+        """``fact_id``, under the name evidence items use."""
+        return self.fact_id
+
+    @property
+    def kind(self) -> str:
+        return "belief"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "handle": self.handle, "label": self.label, "id": self.fact_id,
