@@ -10,8 +10,6 @@ conversation, turn time = session date), recalls every category 1-4 question, an
 evidence Recall@5/@10/@20 and All@10 per category for mnemo and for the baselines computed
 here on the same machine (FTS5 porter bm25 over turns, dense over turns with the same
 embedder, their RRF), with recall latency p50/p95 split into query embedding and the rest.
-Row ``mnemo`` ranks a recall's facts by their source turns, then its evidence (handle
-order); row ``mnemo evidence`` the evidence items alone.
 The metric is described in ../shared/data/locomo/README.md. The last line is
 ``overall R@10 mnemo=X best_baseline=Y``.
 """
@@ -94,9 +92,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     configure_logging(settings)
     embedder = make_embedder(settings)
     convs = load(args.data)
-    scores = {name: Scores() for name in ("mnemo", "mnemo evidence", *METHODS)}
-    lat: dict[str, list[float]] = {"embed": [], "rest": [], "facts": [],
-                                   **{m: [] for m in METHODS}}
+    scores = {name: Scores() for name in ("mnemo", *METHODS)}
+    lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
     started = time.perf_counter()
     strategy = _strategy(args)
     migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
@@ -113,12 +110,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
                 embed_ms = result.timings_ms.get("embed_ms", 0.0)
                 lat["embed"].append(embed_ms)
                 lat["rest"].append(wall - embed_ms)
-                lat["facts"].append(result.timings_ms.get("facts_ms", 0.0))
-                # A fact counts by its source turn; facts come first, then the evidence.
-                scores["mnemo"].add(q.category, [list(e.turn_uids) for e in result.entries()],
+                scores["mnemo"].add(q.category, [list(i.turn_uids) for i in result.items],
                                     q.evidence)
-                scores["mnemo evidence"].add(
-                    q.category, [list(i.turn_uids) for i in result.items], q.evidence)
                 for method, (ranked, ms) in base.run(q.text).items():
                     scores[method].add(q.category, [[d] for d in ranked], q.evidence)
                     lat[method].append(ms)
@@ -144,7 +137,7 @@ def _print(report: dict) -> None:
     print("|" + "---|" * len(header))
     lat = report["latency_ms"]
     for name, table in report["scores"].items():
-        if name.startswith("mnemo"):
+        if name == "mnemo":
             p50 = lat["embed"]["p50"] + lat["rest"]["p50"]
             p95 = f"{lat['embed']['p95']:.2f}+{lat['rest']['p95']:.2f}"
         else:
@@ -160,8 +153,7 @@ def _print(report: dict) -> None:
               f"{row['R@20']:.3f} | {row['All@10']:.3f} |")
     print(f"\nmnemo latency: query embedding p50 {lat['embed']['p50']:.2f} ms, p95 "
           f"{lat['embed']['p95']:.2f} ms; the rest p50 {lat['rest']['p50']:.2f} ms, p95 "
-          f"{lat['rest']['p95']:.2f} ms (of it the facts channel p50 {lat['facts']['p50']:.2f} "
-          f"ms, p95 {lat['facts']['p95']:.2f} ms)")
+          f"{lat['rest']['p95']:.2f} ms")
     best = max(report["scores"][m]["overall"]["R@10"] for m in METHODS)
     mnemo = report["scores"]["mnemo"]["overall"]["R@10"]
     print(f"overall R@10 mnemo={mnemo:.3f} best_baseline={best:.3f}")
