@@ -61,6 +61,7 @@ RANK_K = 10  # the k of (k+1)/(k+rank) for list ranks
 DENSE_ONLY_TOP = 3  # with an asked predicate, a dense neighbour this close is relevant
 CONFLICT_FACTOR = 0.8
 OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
+NAME_PREDICATES = frozenset({"name_is", "preferred_name_is"})
 OTHER_RELATIVE = 0.7  # "my son": the daughter (has_child too) when the son is known by name
 WEIGHTS: Mapping[str, float] = {
     "subject": 1.0, "predicate": 1.0, "joint": 0.5, "object": 0.6, "entity": 0.4,
@@ -169,7 +170,9 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
             SECONDARY if asks_more else 1.0)
     comps = {
         "subject": subject, "predicate": predicate, "joint": subject * predicate,
-        "object": object_match(fc.object_text, intent.terms),
+        # A name matches the query that names its person; it answers only a name question.
+        "object": 0.0 if fc.predicate in NAME_PREDICATES and not predicate
+        else object_match(fc.object_text, intent.terms),
         "entity": 1.0 if (cand.subject_id in named_set or cand.object_entity_id in named_set
                           or (cand.object_entity_id in about
                               and about.get(cand.subject_id or "") == OWNER_WITH_RELATION))
