@@ -185,6 +185,7 @@ def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
         _tomb(tx, "episode", uid, text, reason)
     for tid, (uid, text) in plan.turns.items():
         conn.execute("DELETE FROM turns WHERE id = ?", (tid,))
+        tx.change("turn", uid, "delete")
         _tomb(tx, "turn", uid, text, reason)
     orphans = _drop_orphans(tx, touched)
     tx.flush()
