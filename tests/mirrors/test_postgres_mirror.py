@@ -201,3 +201,22 @@ def test_a_libpq_variable_refuses_the_connection(monkeypatch: pytest.MonkeyPatch
         sink.open()
     assert "PGSSLMODE" in str(caught.value)
     assert "disable-this-secret-value" not in str(caught.value)
+
+
+def test_a_schema_dropped_behind_the_sinks_back_is_made_again(pg_database: BackendURL) -> None:
+    from memory_core.mirrors.sink import order_records
+    from tests.mirrors.contract import base_batch, fresh_tenant
+
+    tenant = fresh_tenant("drop")
+    sink = PostgresSink(pg_database, None)
+    try:
+        sink.open()
+        with admin_connect(pg_database) as conn:
+            conn.execute("DROP SCHEMA mnemo CASCADE")
+        with pytest.raises(MirrorUnavailable, match="SQLSTATE 42P01"):
+            sink.apply(order_records(base_batch(tenant)))
+        sink.open()
+        sink.apply(order_records(base_batch(tenant)))  # the retry: schema made again
+        assert len(read_back(pg_database, tenant)) == len(base_batch(tenant))
+    finally:
+        sink.close()
