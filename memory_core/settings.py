@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from memory_core.backends import BackendURL, parse_backend_url, parse_name
 from memory_core.errors import ConfigurationError
 
 PREFIX = "MNEMO_"
@@ -96,39 +97,38 @@ def _path(var: str, raw: str) -> Path:
     return Path(_text(var, raw)).expanduser()
 
 
-def _url_parser(*schemes: str) -> Callable[[str, str], str]:
+def _backend_parser(kind: str) -> Callable[[str, str], str]:
+    """A backend URL by the strict grammar of ``memory_core.backends``, kept in canonical
+    form (the value as entered is never stored, shown or logged)."""
     def parse(var: str, raw: str) -> str:
-        value = raw.strip()
-        if any(c.isspace() or ord(c) < 32 for c in value):
-            raise ConfigurationError(f"{var} must be a URL without spaces or control characters")
-        try:
-            parts = urlsplit(value)
-            parts.port  # noqa: B018 - raises ValueError on a malformed port
-        except ValueError:
-            raise ConfigurationError(
-                f"{var} is not a valid URL: use {' or '.join(s + '://...' for s in schemes)}"
-            ) from None
-        if parts.scheme.lower() not in schemes:
-            raise ConfigurationError(
-                f"{var} must start with one of: {', '.join(s + '://' for s in schemes)}"
-            )
-        return value
+        return parse_backend_url(kind, var, raw).canonical
 
     return parse
 
 
-def redact_url(url: str | None) -> str | None:
-    """The URL with any password replaced by ``***`` (for status output and logs)."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+def _broker_url(var: str, raw: str) -> str:
+    """``sqlite:///PATH`` (the embedded queue in another file) or a Redis URL."""
+    value = raw.strip()
+    if value.lower().startswith("sqlite:"):
+        if any(c.isspace() or ord(c) < 32 for c in value):
+            raise ConfigurationError(f"{var} must be sqlite:///PATH without spaces or control "
+                                     "characters")
+        parts = urlsplit(value)
+        if parts.netloc or parts.query or parts.fragment:
+            raise ConfigurationError(f"{var} must be sqlite:///PATH (no host, query or "
+                                     "fragment)")
+        return "sqlite:" + value[len("sqlite:"):]  # the scheme in lower case
+    if not value.lower().startswith(("redis://", "rediss://")):
+        raise ConfigurationError(f"{var} must start with one of: sqlite://, redis://, rediss:// "
+                                 "(sqlite:///PATH or redis://HOST:6379/0); the value is not "
+                                 "shown")
+    return parse_backend_url("redis", var, value).canonical
+
+
+def environment_names() -> frozenset[str]:
+    """The names (never the values) of this process's non-empty environment variables, read
+    now: for checks of what a client library will read when it connects (libpq's ``PG*``)."""
+    return frozenset(k for k, v in os.environ.items() if v)
 
 
 @dataclass(frozen=True)
@@ -158,11 +158,13 @@ class Settings:
     embed_cache_dir: Path | None = None
     embed_batch_size: int | None = None
     hash_dim: int = 384
-    broker_url: str | None = None
-    postgres_url: str | None = None
-    neo4j_url: str | None = None
+    broker_url: str | None = None  # canonical (memory_core.backends), or sqlite:///PATH
+    redis_password: str | None = field(default=None, repr=False)
+    postgres_url: str | None = None  # canonical
+    postgres_password: str | None = field(default=None, repr=False)
+    neo4j_url: str | None = None  # canonical
     neo4j_user: str = "neo4j"
-    neo4j_password: str | None = None
+    neo4j_password: str | None = field(default=None, repr=False)
     neo4j_database: str = "neo4j"
     log_format: str = "auto"
     log_level: str = "info"
@@ -218,6 +220,16 @@ class Settings:
             value = getattr(self, name)
             if isinstance(value, str):
                 object.__setattr__(self, name, Path(value).expanduser())
+        # URLs given as keyword overrides go through the same strict grammar as variables.
+        for name, env, parse in (("broker_url", "MNEMO_BROKER_URL", _broker_url),
+                                 ("postgres_url", "MNEMO_POSTGRES_URL",
+                                  _backend_parser("postgres")),
+                                 ("neo4j_url", "MNEMO_NEO4J_URL", _backend_parser("neo4j"))):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.strip():
+                object.__setattr__(self, name, parse(env, value))
+            elif value is not None and not isinstance(value, str):
+                raise ConfigurationError(f"{env} must be text")
 
     @property
     def state_db_path(self) -> Path:
@@ -278,6 +290,14 @@ class Settings:
                 "MNEMO_NEO4J_PASSWORD is set without MNEMO_NEO4J_URL: set the URL "
                 "(bolt://host:7687) or unset the password"
             )
+        for password, url, pvar, uvar in (
+                (self.postgres_password, self.postgres_url, "MNEMO_POSTGRES_PASSWORD",
+                 "MNEMO_POSTGRES_URL"),
+                (self.redis_password, self.redis_backend, "MNEMO_REDIS_PASSWORD",
+                 "MNEMO_BROKER_URL (redis://...)")):
+            if password and not url:
+                raise ConfigurationError(f"{pvar} is set without {uvar}: set the URL or unset "
+                                         "the password")
         if self.recall_log_keep < 1:
             raise ConfigurationError("MNEMO_RECALL_LOG_KEEP must be at least 1")
         if self.tier_archive_s <= self.tier_recent_s:
@@ -292,15 +312,35 @@ class Settings:
             return "embedded"
         return "redis"
 
+    @property
+    def postgres_backend(self) -> BackendURL | None:
+        """The Postgres mirror's parsed URL (clients are built from its parts)."""
+        if not self.postgres_url:
+            return None
+        return parse_backend_url("postgres", "MNEMO_POSTGRES_URL", self.postgres_url)
+
+    @property
+    def redis_backend(self) -> BackendURL | None:
+        """The Redis broker's parsed URL; None for the embedded queue."""
+        if self.broker_kind != "redis":
+            return None
+        return parse_backend_url("redis", "MNEMO_BROKER_URL", str(self.broker_url))
+
+    @property
+    def neo4j_backend(self) -> BackendURL | None:
+        """The Neo4j mirror's parsed URL (the user and database are their own settings)."""
+        if not self.neo4j_url:
+            return None
+        return parse_backend_url("neo4j", "MNEMO_NEO4J_URL", self.neo4j_url)
+
     def redacted(self) -> dict[str, Any]:
-        """A JSON-able view for status output: URLs without passwords, secrets masked."""
+        """A JSON-able view for status output: URLs in canonical form (they cannot hold a
+        password), secrets masked."""
         out: dict[str, Any] = {}
         for var in VARIABLES:
             value = getattr(self, var.field)
             if var.secret and value:
                 value = "***"
-            elif isinstance(value, str) and "://" in value:
-                value = redact_url(value)
             elif isinstance(value, Path):
                 value = str(value)
             out[var.env] = value
@@ -327,17 +367,27 @@ VARIABLES: tuple[_Var, ...] = (
          "Texts per embedding batch (default: the embedder's own)."),
     _Var("MNEMO_HASH_DIM", "hash_dim", _int_parser(16, 4096),
          "Dimension of the hash embedder's vectors."),
-    _Var("MNEMO_BROKER_URL", "broker_url", _url_parser("sqlite", "redis", "rediss"),
-         "Task queue: unset or sqlite:///PATH for the embedded queue, redis://HOST:PORT/DB "
-         "for Redis.", secret=False),
-    _Var("MNEMO_POSTGRES_URL", "postgres_url", _url_parser("postgresql", "postgres"),
-         "Postgres mirror of beliefs (off when unset)."),
-    _Var("MNEMO_NEO4J_URL", "neo4j_url",
-         _url_parser("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"),
-         "Neo4j dual-write of belief edges (off when unset)."),
-    _Var("MNEMO_NEO4J_USER", "neo4j_user", _text, "Neo4j user name."),
+    _Var("MNEMO_BROKER_URL", "broker_url", _broker_url,
+         "Task queue: unset or sqlite:///PATH for the embedded queue, "
+         "redis[s]://[USER@]HOST[:PORT][/DB] for Redis (no password: MNEMO_REDIS_PASSWORD).",
+         secret=False),
+    _Var("MNEMO_REDIS_PASSWORD", "redis_password", _text,
+         "Password of the Redis broker (never inside MNEMO_BROKER_URL).", secret=True),
+    _Var("MNEMO_POSTGRES_URL", "postgres_url", _backend_parser("postgres"),
+         "Postgres mirror, postgresql://USER@HOST[:PORT]/DATABASE (off when unset; no "
+         "password: MNEMO_POSTGRES_PASSWORD)."),
+    _Var("MNEMO_POSTGRES_PASSWORD", "postgres_password", _text,
+         "Password of the Postgres mirror's user (never inside MNEMO_POSTGRES_URL).",
+         secret=True),
+    _Var("MNEMO_NEO4J_URL", "neo4j_url", _backend_parser("neo4j"),
+         "Neo4j dual-write of belief edges, bolt[+s|+ssc]://HOST[:PORT] or "
+         "neo4j[+s|+ssc]://HOST[:PORT] (off when unset; no user, password or path: "
+         "MNEMO_NEO4J_USER, MNEMO_NEO4J_PASSWORD, MNEMO_NEO4J_DATABASE)."),
+    _Var("MNEMO_NEO4J_USER", "neo4j_user", parse_name,
+         "Neo4j user name (letters, digits, '.', '_', '-')."),
     _Var("MNEMO_NEO4J_PASSWORD", "neo4j_password", _text, "Neo4j password.", secret=True),
-    _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", _text, "Neo4j database name."),
+    _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", parse_name,
+         "Neo4j database name (letters, digits, '.', '_', '-')."),
     _Var("MNEMO_LOG_FORMAT", "log_format", _choice_parser("auto", "json", "console"),
          "Log format of every line, Dramatiq's and other libraries' included: auto (JSON "
          "unless on a terminal), json or console."),

@@ -40,7 +40,7 @@ def check_scheduler_lease(env: HealthEnv) -> Check:
         from memory_core.brokers.redis import redis_client
         from memory_core.brokers.redis_leases import RedisLeases
 
-        client = redis_client(str(env.settings.broker_url))
+        client = redis_client(env.settings)
         env.on_close(client.close)
         holder = RedisLeases(client).holder_of(LEADER_LEASE)
     else:

@@ -38,7 +38,7 @@ def make_leases(settings: Settings, ops: Database, *, namespace: str = "mnemo") 
         from memory_core.brokers.redis import redis_client
         from memory_core.brokers.redis_leases import RedisLeases
 
-        return RedisLeases(redis_client(str(settings.broker_url)), namespace=namespace)
+        return RedisLeases(redis_client(settings), namespace=namespace)
     return SqliteLeases(ops)
 
 

@@ -257,8 +257,8 @@ def test_without_a_postgres_mirror_the_dump_is_skipped_and_said(mem) -> None:
 @pytest.mark.postgres
 def test_a_configured_postgres_mirror_is_dumped(tmp_path: Path, postgres_url: str) -> None:
     # trust auth ignores the password, so this also runs the passfile path
-    url = postgres_url.replace("postgres@", "postgres:not-a-secret@")
-    mem = open_memory(tmp_path / "data", postgres_url=url)
+    mem = open_memory(tmp_path / "data", postgres_url=postgres_url,
+                      postgres_password="not-a-secret")
     try:
         feed(mem, "t1", 6)
         assert backup(mem.env()).counts["postgres_dump"] == "dumped"
@@ -272,12 +272,13 @@ def test_a_configured_postgres_mirror_is_dumped(tmp_path: Path, postgres_url: st
 
 def test_a_failing_pg_dump_fails_the_job_and_keeps_nothing(tmp_path: Path) -> None:
     mem = open_memory(tmp_path / "data",
-                      postgres_url="postgresql://mnemo:hunter2secret@127.0.0.1:1/mirror")
+                      postgres_url="postgresql://mnemo@127.0.0.1:1/mirror",
+                      postgres_password="hunter2secret")
     try:
         with pytest.raises(files.BackupError) as err:
             backup(mem.env())
         message = str(err.value)
-        assert "pg_dump of postgresql://mnemo:***@127.0.0.1:1/mirror failed" in message
+        assert "pg_dump of postgresql://mnemo@127.0.0.1:1/mirror failed" in message
         assert "hunter2secret" not in message
         root = mem.settings.backups_path
         assert files.list_backups(root) == [] and sorted(p.name for p in root.iterdir()) == [

@@ -4,14 +4,15 @@ that dead-letter at once, redelivery, and the outbox cursor."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from memory_core.jobs import QUEUES, build_message
-from memory_core.mirrors.outbox import Change, cursor_of, ship_outbox
+from memory_core.mirrors.outbox import cursor_of, ship_outbox
+from memory_core.mirrors.sink import KINDS, MirrorUnavailable, Record
 from tests.helpers.post_turn import make_context, record_messages, turn
 from tests.helpers.queue_env import running
 from workers.actors import declare_actors, follow_up_id
@@ -104,7 +105,7 @@ def test_a_redelivered_message_changes_nothing_and_adds_no_audit_row(
 
 
 def test_a_configured_mirror_without_a_sink_dead_letters_shipping(tmp_path: Path) -> None:
-    ctx = make_context(tmp_path / "m", postgres_url="postgresql://127.0.0.1:9/none")
+    ctx = make_context(tmp_path / "m", neo4j_url="bolt://127.0.0.1:9")
     broker = StubBroker(middleware=worker_middleware())
     declare_actors(broker, LazyContext.of(ctx))
     try:
@@ -129,15 +130,22 @@ def test_audit_entries_refuse_text() -> None:
 
 class FlakySink:
     name = "test"
+    kinds = frozenset(KINDS)
 
     def __init__(self, fail: bool) -> None:
         self.fail = fail
-        self.got: list[Change] = []
+        self.got: list[Record] = []
 
-    def apply(self, changes: list[Change]) -> None:
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def apply(self, records: Sequence[Record]) -> None:
         if self.fail:
-            raise ConnectionError("mirror down")
-        self.got.extend(changes)
+            raise MirrorUnavailable("mirror test is down")
+        self.got.extend(records)
 
 
 def test_the_outbox_cursor_moves_only_after_the_sink_confirms(ctx: WorkerContext) -> None:
@@ -150,11 +158,13 @@ def test_the_outbox_cursor_moves_only_after_the_sink_confirms(ctx: WorkerContext
     broker.close()
     total = ctx.state.conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
     assert total > 0
-    with pytest.raises(ConnectionError):
+    with pytest.raises(MirrorUnavailable):
         ship_outbox(ctx.state.conn, ctx.ops.conn, FlakySink(fail=True))
     assert cursor_of(ctx.ops.conn, "test") == 0
     sink = FlakySink(fail=False)
     report = ship_outbox(ctx.state.conn, ctx.ops.conn, sink, batch=4)
-    assert report.shipped == total == len(sink.got)
-    assert cursor_of(ctx.ops.conn, "test") == sink.got[-1].outbox_id
+    head = ctx.state.conn.execute("SELECT max(id) FROM outbox").fetchone()[0]
+    assert report.shipped == total and sink.got
+    assert {r.kind for r in sink.got} >= {"turn", "episode"}
+    assert cursor_of(ctx.ops.conn, "test") == head
     assert ship_outbox(ctx.state.conn, ctx.ops.conn, sink).shipped == 0

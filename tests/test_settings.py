@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_core.errors import ConfigurationError
-from memory_core.settings import VARIABLES, Settings, redact_url
+from memory_core.settings import VARIABLES, Settings
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
@@ -92,16 +92,34 @@ def test_settings_are_frozen() -> None:
         s.embedder = "fastembed"  # type: ignore[misc]
 
 
-def test_redacted_view_hides_passwords() -> None:
+def test_redacted_view_hides_passwords_and_shows_canonical_urls() -> None:
     s = Settings.from_env({
-        "MNEMO_POSTGRES_URL": "postgresql://mnemo:pgsecret@db:5432/mnemo",
+        "MNEMO_POSTGRES_URL": "POSTGRES://mnemo@DB.example/mnemo",
+        "MNEMO_POSTGRES_PASSWORD": "pgsecret",
+        "MNEMO_BROKER_URL": "redis://cache",
+        "MNEMO_REDIS_PASSWORD": "redsecret",
         "MNEMO_NEO4J_URL": "bolt://graph:7687",
         "MNEMO_NEO4J_PASSWORD": "neosecret",
     })
-    view = repr(s.redacted())
-    assert "pgsecret" not in view and "neosecret" not in view
-    assert "postgresql://mnemo:***@db:5432/mnemo" in view
-    assert redact_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    view = repr(s.redacted()) + repr(s)
+    assert "pgsecret" not in view and "neosecret" not in view and "redsecret" not in view
+    assert "postgresql://mnemo@db.example:5432/mnemo" in view
+    assert "redis://cache:6379/0" in view
+
+
+def test_a_password_inside_a_url_is_refused_and_not_echoed() -> None:
+    for var, raw, where in [
+        ("MNEMO_POSTGRES_URL", "postgresql://u:s3cr3t-pw@h/db", "MNEMO_POSTGRES_PASSWORD"),
+        ("MNEMO_BROKER_URL", "redis://:s3cr3t-pw@h:6379/0", "MNEMO_REDIS_PASSWORD"),
+        ("MNEMO_NEO4J_URL", "bolt://neo4j:s3cr3t-pw@h", "MNEMO_NEO4J_PASSWORD"),
+    ]:
+        with pytest.raises(ConfigurationError) as err:
+            Settings.from_env({var: raw})
+        assert "s3cr3t-pw" not in str(err.value)
+        assert where in str(err.value) and "password" in str(err.value)
+    with pytest.raises(ConfigurationError) as err:  # keyword overrides are parsed too
+        Settings.from_env({}, postgres_url="postgresql://u:s3cr3t-pw@h/db")
+    assert "s3cr3t-pw" not in str(err.value)
 
 
 def test_every_variable_is_documented() -> None:

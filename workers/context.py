@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder
@@ -51,6 +51,8 @@ class WorkerContext:
     state: Database
     ops: Database
     index: VectorIndex
+    _sinks: list[MirrorSink] | None = field(default=None, repr=False)
+    _sinks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def open(cls, settings: Settings) -> WorkerContext:
@@ -73,9 +75,18 @@ class WorkerContext:
         return configured_mirrors(self.settings)
 
     def sinks(self) -> list[MirrorSink]:
-        return make_sinks(self.settings)
+        """The configured sinks, built once per process (each keeps its connection pool);
+        MirrorNotInstalled for a mirror this install has no sink for."""
+        with self._sinks_lock:
+            if self._sinks is None:
+                self._sinks = make_sinks(self.settings)
+            return self._sinks
 
     def close(self) -> None:
+        with self._sinks_lock:
+            for sink in self._sinks or ():
+                sink.close()
+            self._sinks = None
         self.state.close()
         self.ops.close()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.errors import InvalidInputError
-from memory_core.mirrors.outbox import ship_outbox
+from memory_core.mirrors.outbox import ship_all
 from memory_core.model.turns import get_turn
 from memory_core.write import pipeline
 from workers.audit import AuditEntry
@@ -90,11 +90,12 @@ def micro_consolidate(ctx: WorkerContext, tenant: str, session_id: str,
 
 
 def ship_changes(ctx: WorkerContext, tenant: str) -> StepResult:
-    """Ship the outbox to every configured mirror (all tenants: one cursor per sink)."""
+    """Ship the outbox to every configured mirror (all tenants: one cursor per sink). A sink
+    that is down raises MirrorUnavailable after the others shipped: the message is retried
+    with backoff, and the cursor of the down sink has not moved."""
     audit: list[AuditEntry] = []
-    for sink in ctx.sinks():
-        rep = ship_outbox(ctx.state.conn, ctx.ops.conn, sink)
-        audit.extend(AuditEntry(t, "outbox_shipped", "mirror", sink.name, {
+    for rep in ship_all(ctx.state.conn, ctx.ops.conn, ctx.sinks()):
+        audit.extend(AuditEntry(t, "outbox_shipped", "mirror", rep.sink, {
             "count": n, "first_id": rep.first_id, "last_id": rep.last_id})
             for t, n in sorted(rep.per_tenant.items()))
     return StepResult(audit)

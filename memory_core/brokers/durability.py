@@ -18,7 +18,7 @@ import redis
 import structlog
 
 from memory_core.errors import ConfigurationError
-from memory_core.settings import Settings, redact_url
+from memory_core.settings import Settings
 
 log = structlog.get_logger("mnemo.queue")
 
@@ -69,7 +69,7 @@ def check_broker_persistence(settings: Settings, client: Any) -> Persistence | N
     if settings.broker_kind != "redis":
         return None
     found = redis_persistence(client)
-    url = redact_url(settings.broker_url)
+    url = settings.broker_url  # canonical: it cannot hold a password
     if found.state == OFF and settings.redis_require_persistence:
         raise ConfigurationError(
             f"Redis at {url} runs without persistence ({found.reason.split(':')[0]}) and "
@@ -88,7 +88,7 @@ def check_configured_persistence(settings: Settings) -> Persistence | None:
         return None
     from memory_core.brokers.redis import redis_client
 
-    client = redis_client(str(settings.broker_url))
+    client = redis_client(settings)
     try:
         return check_broker_persistence(settings, client)
     except redis.RedisError as e:

@@ -92,7 +92,7 @@ def make_broker(settings: Settings, *, middleware: Sequence[Middleware] = (),
     from memory_core.brokers import redis as redis_mod
 
     return redis_mod.MnemoRedisBroker(
-        url=settings.broker_url, namespace=namespace, middleware=list(middleware),
+        client=redis_mod.redis_client(settings), namespace=namespace, middleware=list(middleware),
         heartbeat_timeout=heartbeat_timeout_ms or redis_mod.DEFAULT_HEARTBEAT_TIMEOUT_MS,
         maintenance_interval_s=maintenance_interval_s
         or redis_mod.DEFAULT_MAINTENANCE_INTERVAL_S)
@@ -108,7 +108,7 @@ def make_enqueuer(settings: Settings, *, namespace: str = "mnemo") -> Enqueuer:
     from memory_core.db.checkpoint import WalCheckpointer
     from memory_core.db.stores import Database, open_ops
 
-    client = redis_client(str(settings.broker_url), timeout_ms=settings.redis_timeout_ms)
+    client = redis_client(settings, timeout_ms=settings.redis_timeout_ms)
     broker = MnemoRedisBroker(client=client, namespace=namespace, middleware=[])
     open_ops(settings).close()  # create or migrate the schema
     spool_db = Database(settings.ops_db_path, "ops", busy_timeout_ms=settings.busy_timeout_ms,

@@ -62,6 +62,7 @@ from dramatiq.errors import ConnectionClosed, DecodeError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from memory_core.backends import BackendURL, parse_backend_url, redis_client_kwargs
 from memory_core.brokers.base import (
     DeadLetter,
     QueueStats,
@@ -70,6 +71,8 @@ from memory_core.brokers.base import (
     fresh_retry_budget,
     stored_message,
 )
+from memory_core.errors import ConfigurationError
+from memory_core.settings import Settings
 
 log = structlog.get_logger("mnemo.queue")
 
@@ -82,19 +85,30 @@ WORKER_CONNECT_TIMEOUT_S = 5.0
 WORKER_SOCKET_TIMEOUT_S = 30.0
 
 
-def redis_client(url: str, *, timeout_ms: int | None = None) -> redis.Redis:
-    """A client for ``url``.
+def redis_client(target: Settings | BackendURL, *, password: str | None = None,
+                 timeout_ms: int | None = None) -> redis.Redis:
+    """A client for the configured broker (``Settings``: its parsed URL and
+    ``MNEMO_REDIS_PASSWORD``) or a parsed ``BackendURL``, built from the URL's parts
+    (``memory_core.backends``), never from text.
 
     With ``timeout_ms`` (the chat side): connect and read time out then, and nothing is
     retried, so a down Redis costs one failed attempt. Without: worker timeouts and redis-py's
     default retries.
     """
+    if isinstance(target, Settings):
+        url, password = target.redis_backend, target.redis_password
+        if url is None:
+            raise ConfigurationError("a Redis client was asked for but MNEMO_BROKER_URL is not "
+                                     "a redis:// URL")
+    else:
+        url = target
+    kwargs = redis_client_kwargs(url, password)
     if timeout_ms is None:
-        return redis.Redis.from_url(url, socket_connect_timeout=WORKER_CONNECT_TIMEOUT_S,
-                                    socket_timeout=WORKER_SOCKET_TIMEOUT_S)
+        return redis.Redis(**kwargs, socket_connect_timeout=WORKER_CONNECT_TIMEOUT_S,
+                           socket_timeout=WORKER_SOCKET_TIMEOUT_S)
     seconds = timeout_ms / 1000
-    return redis.Redis.from_url(url, socket_connect_timeout=seconds, socket_timeout=seconds,
-                                retry=Retry(NoBackoff(), 0))
+    return redis.Redis(**kwargs, socket_connect_timeout=seconds, socket_timeout=seconds,
+                       retry=Retry(NoBackoff(), 0))
 
 
 # How long a sent message id keeps a second copy out (``enqueue_once``). Longer than any
@@ -220,7 +234,7 @@ class MnemoRedisBroker(RedisBroker):
                  maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S,
                  dedupe_ttl_s: int = DEDUPE_TTL_S, **kwargs: Any) -> None:
         if client is None and url is not None:
-            client = redis_client(url)
+            client = redis_client(parse_backend_url("redis", "MNEMO_BROKER_URL", url))
         super().__init__(client=client, namespace=namespace, middleware=middleware,
                          heartbeat_timeout=heartbeat_timeout, **kwargs)
         self.maintenance_interval_s = maintenance_interval_s

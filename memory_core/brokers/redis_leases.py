@@ -23,7 +23,6 @@ from typing import Any
 import redis
 
 from memory_core.errors import BrokerError, InvalidInputError
-from memory_core.settings import redact_url
 
 # KEYS[1] = the lease key; ARGV[1] = holder; ARGV[2] = ttl in ms, or "" for no expiry.
 _RENEW = """
@@ -77,7 +76,7 @@ class RedisLeases:
         try:
             return fn()
         except redis.RedisError as e:
-            url = redact_url(_url(self.client))
+            url = _url(self.client)
             raise BrokerError(f"cannot {what} a lease in Redis at {url} ({type(e).__name__}): "
                               "start Redis or check MNEMO_BROKER_URL") from e
 
@@ -107,7 +106,7 @@ class RedisLeases:
         return value.decode() if isinstance(value, bytes) else str(value)
 
     def __repr__(self) -> str:
-        return f"RedisLeases({redact_url(_url(self.client))}, namespace={self.namespace!r})"
+        return f"RedisLeases({_url(self.client)}, namespace={self.namespace!r})"
 
 
 def _url(client: redis.Redis) -> str:

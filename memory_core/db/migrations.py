@@ -188,6 +188,10 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(5, "turn journal: what after_turn sent to Redis, until the turn is recorded",
               create_missing_tables(schema_ops.metadata, ["turn_journal"])),
+    Migration(6, "mirror cursors: the last shipping error", _steps(
+        add_column("mirror_cursors", "last_error", "TEXT"),
+        add_column("mirror_cursors", "last_error_at", "TEXT"),
+    )),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}

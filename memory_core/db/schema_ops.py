@@ -182,4 +182,8 @@ mirror_cursors = Table(
     Column("sink", Text, primary_key=True),  # postgres | neo4j
     Column("last_outbox_id", Integer, nullable=False),
     Column("updated_at", Text, nullable=False),
+    # The last failed shipping attempt (error type and a message without secrets or text),
+    # cleared by the next success; ``mnemo mirror status`` shows it.
+    Column("last_error", Text),
+    Column("last_error_at", Text),
 )

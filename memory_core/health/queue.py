@@ -12,7 +12,6 @@ from memory_core.db.faults import MISSING, fix_for
 from memory_core.errors import BrokerError, StoreError
 from memory_core.health.report import DEGRADED, OK, UNHEALTHY, Check, HealthEnv
 from memory_core.jobs import QUEUES
-from memory_core.settings import redact_url
 
 
 def _broker(env: HealthEnv) -> Any:
@@ -48,7 +47,7 @@ def check_broker(env: HealthEnv) -> list[Check]:
                       {"persistence": ON})]
     import redis
 
-    url = redact_url(settings.broker_url)
+    url = settings.broker_url
     broker = _broker(env)
     try:
         broker.client.ping()

@@ -165,9 +165,10 @@ def _embedder(conn: Connection) -> dict[str, str | None]:
 
 
 def _postgres(settings: Settings, tmp: Path) -> dict[str, str]:
-    if not settings.postgres_url:
+    url = settings.postgres_backend
+    if url is None:
         return {"status": "skipped: no Postgres mirror configured (MNEMO_POSTGRES_URL)"}
-    dump_postgres(settings.postgres_url, tmp / DUMP_FILE)
+    dump_postgres(url, settings.postgres_password, tmp / DUMP_FILE)
     return {"status": "dumped", "file": DUMP_FILE}
 
 

@@ -1,31 +1,38 @@
 """Shipping the change outbox to the mirrors: one cursor per sink, moved only on success.
 
 Every memory mutation appends ``(tenant, kind, object_id, op)`` to the ``outbox`` of
-``memory_state.db`` in the transaction that made it (``write_tx``). A mirror sink (Postgres,
-Neo4j) reads the rows after its cursor (``mirror_cursors`` in ``memory_ops.db``), applies
-them with upserts on natural keys, and only then the cursor moves. A crash between the two
-ships the same rows again, which the upserts absorb; two shipping runs at once ship the same
-rows twice, harmlessly, and the cursor only moves forward.
-
-The sinks themselves arrive with the mirrors issue: until then a configured mirror is refused
-with ``MirrorNotInstalled`` (a ``ConfigurationError``, dead-lettered at once, so the work
-can be requeued once the sink exists), and with no mirror configured there is nothing to
-ship.
+``memory_state.db`` in the transaction that made it (``write_tx``). A mirror sink
+(``memory_core.mirrors.sink.MirrorSink``: Postgres, Neo4j) is handed the rows after its cursor
+(``mirror_cursors`` in ``memory_ops.db``) as ``Record``s — each object's current state, or a
+tombstone — applies them with upserts on natural keys, and only after it committed does the
+cursor move. A crash between the two ships the same rows again, which the upserts absorb;
+two shipping runs at once ship the same rows twice, harmlessly, and the cursor only moves
+forward. A sink that is down raises ``MirrorUnavailable``: the error is recorded on its
+cursor (``mnemo mirror status``), the cursor stays, and the ``ship_changes`` message is
+retried with backoff by the worker's Retries middleware.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import Connection, atomic
-from memory_core.errors import ConfigurationError
+from memory_core.errors import ConfigurationError, MnemoError
+from memory_core.mirrors.records import read_records
+from memory_core.mirrors.sink import MirrorSink, order_records
 from memory_core.settings import Settings
 
 DEFAULT_BATCH = 500
+
+# Sink name -> "module:class" with a ``from_settings(settings)`` constructor, imported only
+# when that mirror is configured (so psycopg / neo4j load only where they are used).
+SINKS: dict[str, str] = {
+    "postgres": "memory_core.mirrors.postgres:PostgresSink",
+}
 
 
 class MirrorNotInstalled(ConfigurationError):
@@ -34,24 +41,13 @@ class MirrorNotInstalled(ConfigurationError):
 
 @dataclass(frozen=True)
 class Change:
-    """One outbox row: ids only (the sink reads the object's current state itself)."""
+    """One outbox row: ids only (the shipper reads the object's current state itself)."""
 
     outbox_id: int
     tenant: str
-    kind: str  # belief | entity | episode
+    kind: str  # turn | episode | entity | belief | tenant
     object_id: str
-    op: str  # upsert | delete
-
-
-class MirrorSink(Protocol):
-    """A mirror of the state db. ``name`` keys its cursor (``postgres``, ``neo4j``)."""
-
-    name: str
-
-    def apply(self, changes: Sequence[Change]) -> None:
-        """Apply ``changes`` (upserts/deletes on natural keys, so a repeat changes nothing).
-        Return only once the mirror has them durably; raise on any failure."""
-        ...
+    op: str  # upsert | delete | clear
 
 
 def configured_mirrors(settings: Settings) -> tuple[str, ...]:
@@ -65,14 +61,19 @@ def configured_mirrors(settings: Settings) -> tuple[str, ...]:
 
 
 def make_sinks(settings: Settings) -> list[MirrorSink]:
-    """The configured sinks. Raises MirrorNotInstalled for a mirror this install lacks."""
-    names = configured_mirrors(settings)
-    if names:
+    """The configured sinks (not connected yet). Raises MirrorNotInstalled for a mirror this
+    install has no sink for."""
+    missing = [n for n in configured_mirrors(settings) if n not in SINKS]
+    if missing:
         raise MirrorNotInstalled(
-            f"mirror(s) {', '.join(names)} are configured but this mnemo has no sink for them "
-            "yet: unset MNEMO_POSTGRES_URL / MNEMO_NEO4J_URL, or upgrade mnemo and run "
+            f"mirror(s) {', '.join(missing)} are configured but this mnemo has no sink for "
+            "them yet: unset their MNEMO_*_URL, or upgrade mnemo and run "
             "`mnemo queue requeue` to ship the outbox")
-    return []
+    sinks = []
+    for name in configured_mirrors(settings):
+        module, cls = SINKS[name].split(":")
+        sinks.append(getattr(importlib.import_module(module), cls).from_settings(settings))
+    return sinks
 
 
 @dataclass(frozen=True)
@@ -98,29 +99,72 @@ def _move_cursor(ops_conn: Connection, sink: str, last_id: int) -> None:
         conn.execute(
             "INSERT INTO mirror_cursors (sink, last_outbox_id, updated_at) VALUES (?, ?, ?) "
             "ON CONFLICT (sink) DO UPDATE SET last_outbox_id = max(last_outbox_id, "
-            "excluded.last_outbox_id), updated_at = excluded.updated_at",
+            "excluded.last_outbox_id), updated_at = excluded.updated_at, last_error = NULL, "
+            "last_error_at = NULL",
             (sink, last_id, to_db(utcnow())))
+
+
+def record_error(ops_conn: Connection, sink: str, error: BaseException) -> None:
+    """Keep ``error`` on ``sink``'s cursor: its type and, for mnemo's own errors (whose
+    messages carry no secret and no memory text), the message; a library's text never."""
+    text = type(error).__name__
+    if isinstance(error, MnemoError):
+        text += f": {error}"
+    with atomic(ops_conn) as conn:
+        conn.execute(
+            "INSERT INTO mirror_cursors (sink, last_outbox_id, updated_at, last_error, "
+            "last_error_at) VALUES (?, 0, ?, ?, ?) ON CONFLICT (sink) DO UPDATE SET "
+            "last_error = excluded.last_error, last_error_at = excluded.last_error_at",
+            (sink, to_db(utcnow()), text[:500], to_db(utcnow())))
 
 
 def ship_outbox(state_conn: Connection, ops_conn: Connection, sink: MirrorSink, *,
                 batch: int = DEFAULT_BATCH, max_batches: int = 100) -> ShipReport:
-    """Ship the outbox rows after ``sink``'s cursor, batch by batch; the cursor moves after
-    each batch the sink accepted. Stops when caught up (or after ``max_batches``: the next
-    run continues). A sink error propagates with the cursor at the last confirmed batch."""
+    """Ship the outbox rows after ``sink``'s cursor, batch by batch: each batch becomes the
+    records of the kinds the sink mirrors (``sink.kinds``), the sink applies them, then the
+    cursor moves past the batch. Stops when caught up (or after ``max_batches``: the next run
+    continues). A sink error is recorded on the cursor and propagates, the cursor at the last
+    batch the sink committed."""
     cursor = cursor_of(ops_conn, sink.name)
     first: int | None = None
     per_tenant: Counter[str] = Counter()
-    for _ in range(max_batches):
-        rows = state_conn.execute(
-            "SELECT id, tenant, kind, object_id, op FROM outbox WHERE id > ? ORDER BY id "
-            "LIMIT ?", (cursor, batch)).fetchall()
-        if not rows:
-            break
-        changes = [Change(*row) for row in rows]
-        sink.apply(changes)
-        cursor = changes[-1].outbox_id
-        _move_cursor(ops_conn, sink.name, cursor)
-        first = changes[0].outbox_id if first is None else first
-        per_tenant.update(c.tenant for c in changes)
+    try:
+        for _ in range(max_batches):
+            rows = state_conn.execute(
+                "SELECT id, tenant, kind, object_id, op FROM outbox WHERE id > ? ORDER BY id "
+                "LIMIT ?", (cursor, batch)).fetchall()
+            if not rows:
+                break
+            changes = [Change(*row) for row in rows]
+            records = read_records(state_conn, ((c.tenant, c.kind, c.object_id)
+                                                for c in changes), sink.kinds)
+            if records:
+                sink.apply(order_records(records))
+            cursor = changes[-1].outbox_id
+            _move_cursor(ops_conn, sink.name, cursor)
+            first = changes[0].outbox_id if first is None else first
+            per_tenant.update(c.tenant for c in changes)
+    except Exception as e:
+        record_error(ops_conn, sink.name, e)
+        raise
     return ShipReport(sink.name, first, cursor if first is not None else None,
                       dict(per_tenant))
+
+
+def ship_all(state_conn: Connection, ops_conn: Connection, sinks: Sequence[MirrorSink], *,
+             batch: int = DEFAULT_BATCH) -> list[ShipReport]:
+    """Ship to every sink; one that fails does not hold the others back. Raises the first
+    failure after all were tried (so the message is retried and the healthy sinks moved)."""
+    reports: list[ShipReport] = []
+    failure: Exception | None = None
+    for sink in sinks:
+        try:
+            sink.open()
+            reports.append(ship_outbox(state_conn, ops_conn, sink, batch=batch))
+        except Exception as e:
+            if failure is None:
+                failure = e
+            record_error(ops_conn, sink.name, e)
+    if failure is not None:
+        raise failure
+    return reports

@@ -132,6 +132,7 @@ def _forget_hub_name(tx: WriteTx, row: Row) -> None:
                         (tenant, HUB)).fetchone()[0]
     conn.execute("DELETE FROM entity_aliases WHERE tenant = ? AND entity_id = ? AND "
                  "alias_norm = ?", (tenant, HUB, row.object_norm))
+    tx.change("entity", HUB)  # its aliases changed: the mirrors must hear of it
     if normalize_label(name) == row.object_norm:
         active = conn.execute(
             "SELECT object_text FROM beliefs WHERE tenant = ? AND subject_id = ? AND "
@@ -185,6 +186,7 @@ def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
         _tomb(tx, "episode", uid, text, reason)
     for tid, (uid, text) in plan.turns.items():
         conn.execute("DELETE FROM turns WHERE id = ?", (tid,))
+        tx.change("turn", uid, "delete")
         _tomb(tx, "turn", uid, text, reason)
     orphans = _drop_orphans(tx, touched)
     tx.flush()

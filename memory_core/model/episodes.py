@@ -53,8 +53,10 @@ def is_explicit(text: str) -> bool:
     return _EXPLICIT_RE.search(text[:2000]) is not None
 
 
-def _tier_for(conn: Connection, tenant: str, session_id: str, occurred_at: str) -> str:
-    """``working`` for the current session (demoting older sessions' working episodes)."""
+def _tier_for(tx: WriteTx, session_id: str, occurred_at: str) -> str:
+    """``working`` for the current session (demoting older sessions' working episodes, each
+    one a change for the mirrors)."""
+    conn, tenant = tx.conn, tx.tenant
     latest = conn.execute(
         f"SELECT session_id, occurred_at FROM episodes WHERE tenant = ? AND tier = '{WORKING}' "
         "ORDER BY occurred_at DESC LIMIT 1", (tenant,)).fetchone()
@@ -62,8 +64,12 @@ def _tier_for(conn: Connection, tenant: str, session_id: str, occurred_at: str) 
         return WORKING
     if occurred_at < latest[1]:
         return RECENT  # a late turn of an older session
-    conn.execute(f"UPDATE episodes SET tier = '{RECENT}', updated_at = ? WHERE tenant = ? AND "
-                 f"tier = '{WORKING}' AND session_id != ?", (occurred_at, tenant, session_id))
+    demoted = conn.execute(
+        f"UPDATE episodes SET tier = '{RECENT}', updated_at = ? WHERE tenant = ? AND "
+        f"tier = '{WORKING}' AND session_id != ? RETURNING episode_uid",
+        (occurred_at, tenant, session_id)).fetchall()
+    for (uid,) in demoted:
+        tx.change("episode", uid)
     return WORKING
 
 
@@ -79,7 +85,7 @@ def add_turn_episode(tx: WriteTx, turn_id: int, turn_uid: str, session_id: str, 
     if found is not None:
         return int(found[0]), found[1], False
     body = episode_text(speaker, text, occurred_at)
-    tier = _tier_for(conn, tenant, session_id, occurred_at)
+    tier = _tier_for(tx, session_id, occurred_at)
     score = importance(text, has_beliefs=False, explicit=is_explicit(text))
     cur = conn.execute(
         "INSERT INTO episodes (tenant, episode_uid, session_id, tier, text, occurred_at, "

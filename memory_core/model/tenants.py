@@ -43,10 +43,14 @@ def create_tenant(conn: Connection, tenant: str) -> bool:
 
 
 def ensure_hub(conn: Connection, tenant: str, now: str) -> None:
-    """Create the tenant's hub entity ``user`` (idempotent)."""
-    conn.execute(
+    """Create the tenant's hub entity ``user`` (idempotent; a new hub goes to the mirrors'
+    outbox in the same transaction)."""
+    cur = conn.execute(
         "INSERT OR IGNORE INTO entities (tenant, entity_id, name, kind, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB_KIND, now, now))
+    if cur.rowcount == 1:
+        conn.execute("INSERT INTO outbox (tenant, kind, object_id, op, created_at) VALUES "
+                     "(?, 'entity', ?, 'upsert', ?)", (tenant, HUB, now))
     conn.execute(
         "INSERT OR IGNORE INTO entity_aliases (tenant, alias_norm, entity_id, label, created_at) "
         "VALUES (?, ?, ?, ?, ?)", (tenant, HUB, HUB, HUB, now))

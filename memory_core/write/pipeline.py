@@ -100,6 +100,8 @@ def _record(tx: WriteTx, t: CheckedTurn) -> TurnRecord | None:
     if not claimed and get_turn(tx.conn, t.tenant, t.turn_uid) is None:
         return None
     turn_id, created = insert_turn(tx.conn, t)
+    if created:
+        tx.change("turn", t.turn_uid)
     episode_id, ep_uid, _ = episodes.add_turn_episode(
         tx, turn_id, t.turn_uid, t.session_id, t.speaker, t.text, t.occurred_at)
     return TurnRecord(t.tenant, t.turn_uid, turn_id, t.session_id, episode_id, ep_uid, created)

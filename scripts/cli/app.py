@@ -23,7 +23,7 @@ from memory_core.errors import (
     StoreUnwritableError,
 )
 from memory_core.log import configure_logging
-from memory_core.settings import Settings, redact_url
+from memory_core.settings import Settings
 from scripts.cli import exit_codes
 
 STORAGE_FAULT_EXIT = exit_codes.STORAGE_FAULT  # damaged, read-only or full (docs/cli.md)
@@ -179,5 +179,5 @@ def redis_errors(settings: Settings, failed: str) -> Iterator[None]:
         yield
     except redis.RedisError as e:
         raise BrokerError(
-            f"Redis at {redact_url(settings.broker_url)} {failed} ({type(e).__name__}): "
+            f"Redis at {settings.broker_url} {failed} ({type(e).__name__}): "
             "start it, or check MNEMO_BROKER_URL") from e

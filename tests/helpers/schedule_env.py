@@ -91,7 +91,7 @@ class SchedTarget:
 
     def leases(self, ops: Database) -> Leases:
         if self.kind == "redis":
-            client = redis_client(str(self.url))
+            client = redis_client(self.settings())
             self.closers.append(client.close)
             return RedisLeases(client, namespace=self.namespace)
         return SqliteLeases(ops)
