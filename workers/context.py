@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder
+from memory_core.embedders.batching import batching_front, close_embedder
 from memory_core.embedders.factory import make_embedder
 from memory_core.mirrors.outbox import MirrorSink, configured_mirrors, make_sinks
 from memory_core.model.tenants import create_tenant
@@ -53,11 +54,15 @@ class WorkerContext:
     index: VectorIndex
 
     @classmethod
-    def open(cls, settings: Settings) -> WorkerContext:
+    def open(cls, settings: Settings, *, threads: int | None = None) -> WorkerContext:
         """Open both databases (migrating them), load and claim the embedder, create the
         default tenant. Raises EmbedderMismatchError / StoreError / EmbedderError /
-        ConfigurationError with the fix."""
-        embedder = make_embedder(settings)
+        ConfigurationError with the fix.
+
+        The embedder is behind a batching front (``memory_core.embedders.batching``) that
+        the process's ``threads`` worker threads share, unless MNEMO_EMBED_BATCH_WINDOW_MS
+        is 0."""
+        embedder = batching_front(make_embedder(settings), settings, callers=threads)
         state = open_state(settings)
         try:
             claim_embedder(settings, state, embedder)
@@ -76,6 +81,7 @@ class WorkerContext:
         return make_sinks(self.settings)
 
     def close(self) -> None:
+        close_embedder(self.index.embedder)
         self.state.close()
         self.ops.close()
 

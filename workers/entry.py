@@ -41,7 +41,7 @@ from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
-from workers.context import LazyContext
+from workers.context import LazyContext, WorkerContext
 from workers.middleware import Heartbeats, install_log_redaction, worker_middleware
 
 log = structlog.get_logger("mnemo.worker")
@@ -132,7 +132,8 @@ def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAUL
     configure_logging(settings)
     install_log_redaction()
     stop = stop_on_signals()
-    context = LazyContext(settings)
+    context = LazyContext(settings, opener=functools.partial(WorkerContext.open,
+                                                             threads=threads))
     try:
         migrate_stores(settings)  # before serving; idempotent, so N processes may all run it
         context.get()  # loads and claims the embedder now, not on the first message
