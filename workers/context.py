@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder
 from memory_core.embedders.batching import batching_front, close_embedder
@@ -52,6 +53,7 @@ class WorkerContext:
     state: Database
     ops: Database
     index: VectorIndex
+    checkpointers: tuple[WalCheckpointer, ...] = ()
 
     @classmethod
     def open(cls, settings: Settings, *, threads: int | None = None) -> WorkerContext:
@@ -63,15 +65,20 @@ class WorkerContext:
         the process's ``threads`` worker threads share, unless MNEMO_EMBED_BATCH_WINDOW_MS
         is 0."""
         embedder = batching_front(make_embedder(settings), settings, callers=threads)
-        state = open_state(settings)
+        # No checkpoint inside a commit (a thread checkpoints both files): the state db's
+        # write lock bounds the whole pool.
+        state = open_state(settings, autocheckpoint=False)
         try:
             claim_embedder(settings, state, embedder)
-            ops = open_ops(settings)
+            ops = open_ops(settings, autocheckpoint=False)
         except BaseException:
             state.close()
             raise
         create_tenant(state.conn, settings.default_tenant)
-        return cls(settings, state, ops, VectorIndex(embedder))
+        checkpointers = (WalCheckpointer(state, watch=True), WalCheckpointer(ops, watch=True))
+        for checkpointer in checkpointers:
+            checkpointer.start()
+        return cls(settings, state, ops, VectorIndex(embedder), checkpointers)
 
     @property
     def mirrors(self) -> tuple[str, ...]:
@@ -81,6 +88,8 @@ class WorkerContext:
         return make_sinks(self.settings)
 
     def close(self) -> None:
+        for checkpointer in self.checkpointers:
+            checkpointer.stop()
         close_embedder(self.index.embedder)
         self.state.close()
         self.ops.close()

@@ -66,6 +66,9 @@ def build_worker_broker(settings: Settings, *,
     ``MNEMO_REDIS_REQUIRE_PERSISTENCE`` is on.
     """
     probe = functools.partial(storage_status, settings)
+    # background_checkpoint (embedded): acks and enqueues never run a WAL checkpoint inside
+    # their commit (memory_ops.db's write lock is shared by every worker process).
+    broker_options.setdefault("background_checkpoint", True)
     broker = make_broker(settings, middleware=worker_middleware(
         probe, guard_interval_s, heartbeats=Heartbeats(settings)), **broker_options)
     _check_persistence(settings, broker)

@@ -94,13 +94,16 @@ class Database:
         return f"Database({self.kind}, {self.path})"
 
 
-def open_state(settings: Settings, *, migrate: bool = True, readonly: bool = False) -> Database:
+def open_state(settings: Settings, *, migrate: bool = True, readonly: bool = False,
+               autocheckpoint: bool = True) -> Database:
     """The state database; migrated forward unless ``migrate=False``.
 
     ``migrate=False`` only checks (``Database.require_current``): a missing or older file
-    is refused with the fix, and neither created nor changed.
+    is refused with the fix, and neither created nor changed. ``autocheckpoint=False``: see
+    ``sqlite.connect`` (the workers, whose ``WalCheckpointer`` checkpoints instead).
     """
-    return _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly)
+    return _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly,
+                 autocheckpoint=autocheckpoint)
 
 
 def open_ops(settings: Settings, *, migrate: bool = True,
