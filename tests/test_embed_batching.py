@@ -205,3 +205,22 @@ def test_fastembed_rows_are_the_same_batched_or_alone() -> None:
     for group, rows in zip(texts, batched, strict=True):
         np.testing.assert_allclose(rows, model.embed(group), atol=1e-5)
     front.close()
+
+
+def test_the_extract_step_embeds_only_belief_texts(state_db: Database) -> None:
+    """The episode is embedded once, when the turn is recorded; extraction embeds only the
+    texts of the beliefs it draws (nothing for a turn with none)."""
+    create_tenant(state_db.conn, "acme")
+    inner = Recording()
+    index = VectorIndex(inner)
+    turns = [("s1:1", "Thanks, that sounds lovely."), ("s1:2", "I live in Lisbon now.")]
+    for i, (uid, text) in enumerate(turns, start=1):
+        pipeline.record_turn_and_episode(state_db, index, {
+            "tenant": "acme", "session_id": "s1", "turn_uid": uid, "index": i,
+            "speaker": "user", "text": text, "occurred_at": "2026-01-01T10:00:00Z"})
+    recorded = len(inner.calls)
+    assert pipeline.extract_and_apply(state_db, index, "acme", "s1:1") == []
+    assert len(inner.calls) == recorded  # no belief: no model call at all
+    assert pipeline.extract_and_apply(state_db, index, "acme", "s1:2") != []
+    texts = [t for call in inner.calls[recorded:] for t in call]
+    assert texts and not any("Lisbon now" in t for t in texts)  # not the episode again
