@@ -224,3 +224,23 @@ def test_the_extract_step_embeds_only_belief_texts(state_db: Database) -> None:
     assert pipeline.extract_and_apply(state_db, index, "acme", "s1:2") != []
     texts = [t for call in inner.calls[recorded:] for t in call]
     assert texts and not any("Lisbon now" in t for t in texts)  # not the episode again
+
+
+def test_a_batch_goes_to_the_model_in_runs_of_similar_length() -> None:
+    inner = Recording()
+    front = BatchingEmbedder(inner, window_ms=100, callers=3)
+    short, medium, long = "hi there", "x" * 60, "y" * 400
+    groups = [[long, short], [medium, "a" * 10], ["z" * 390]]
+    barrier = threading.Barrier(3)
+
+    def call(i: int) -> np.ndarray:
+        barrier.wait()
+        return front.embed(groups[i])
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(call, range(3)))
+    for group, rows in zip(groups, results, strict=True):
+        np.testing.assert_array_equal(rows, inner.real.embed(group))
+    assert sorted(map(sorted, inner.calls)) == [sorted([short, "a" * 10]), [medium],
+                                               sorted([long, "z" * 390])]
+    front.close()

@@ -6,7 +6,11 @@ a third more CPU per text than batches of 32 (``bench/pipeline.py`` measures it)
 threads of one process submit to one ``BatchingEmbedder`` instead: the first request opens a
 short collection window (``window_ms``), and the batch runs when the window closes, when
 ``max_texts`` texts are waiting, or when every thread that can submit (``callers``) is
-waiting — whichever comes first. Identical texts in a batch are embedded once.
+waiting — whichever comes first. Identical texts in a batch are embedded once, and the batch
+goes to the model in runs of similar length: a transformer pads every text of a call to the
+longest, so one 100-word turn in a call of 10-word ones multiplies its cost (on LoCoMo turns
+a batch of 16 in arrival order cost 1.7x as much CPU per text as one text per call; sorted
+into runs of similar length, 0.8x).
 
 Each caller blocks until its own rows are ready and gets exactly them. Errors go to the
 caller whose texts caused them: when a batch fails, each request of it is run again on its
@@ -39,6 +43,9 @@ from memory_core.settings import Settings
 
 DEFAULT_WINDOW_MS = 5
 DEFAULT_MAX_TEXTS = 32
+# A run of similar length: its longest text at most this many times its shortest, plus slack.
+_RUN_RATIO = 1.3
+_RUN_SLACK_CHARS = 20
 _WATCH_S = 1.0  # how often a waiting caller checks that the dispatcher is alive
 
 
@@ -179,7 +186,7 @@ class BatchingEmbedder(Embedder):
         try:
             unique = list(dict.fromkeys(t for r in batch for t in r.texts))
             try:
-                rows = self.inner.embed(unique)
+                rows = self._embed_runs(unique)
             except Exception:
                 if len(batch) == 1:
                     raise
@@ -207,9 +214,32 @@ class BatchingEmbedder(Embedder):
                 if request.rows is not None or request.error is not None:
                     request.done.set()
 
+    def _embed_runs(self, texts: list[str]) -> np.ndarray:
+        """``inner.embed(texts)``, called once per run of texts of similar length."""
+        rows: np.ndarray | None = None
+        for run in similar_length_runs(texts):
+            vectors = self.inner.embed([texts[i] for i in run])
+            if rows is None:
+                rows = np.empty((len(texts), vectors.shape[1]), dtype=vectors.dtype)
+            rows[run] = vectors
+        assert rows is not None
+        return rows
+
     def __repr__(self) -> str:
         return (f"<BatchingEmbedder of {self.inner!r} window_ms={self.window_s * 1000:g} "
                 f"max_texts={self.max_texts} callers={self.callers}>")
+
+
+def similar_length_runs(texts: Sequence[str]) -> list[list[int]]:
+    """The positions of ``texts`` sorted by length and cut into runs whose longest text is at
+    most ``_RUN_RATIO`` times (plus ``_RUN_SLACK_CHARS``) the shortest."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    runs: list[list[int]] = []
+    for i in order:
+        if not runs or len(texts[i]) > _RUN_RATIO * len(texts[runs[-1][0]]) + _RUN_SLACK_CHARS:
+            runs.append([])
+        runs[-1].append(i)
+    return runs
 
 
 def _stopped(cause: BaseException) -> EmbedderError:
