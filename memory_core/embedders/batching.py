@@ -36,10 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import structlog
 
 from memory_core.embedders.base import Embedder, check_texts
 from memory_core.errors import ConfigurationError, EmbedderError
 from memory_core.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 DEFAULT_WINDOW_MS = 5
 DEFAULT_MAX_TEXTS = 32
@@ -88,8 +91,9 @@ class BatchingEmbedder(Embedder):
         self._pending: deque[_Request] = deque()
         self._dispatcher: threading.Thread | None = None
         self._closed = False
-        self.batches = 0  # batches run and texts embedded: what a benchmark reports
+        self.batches = 0  # batches run, texts embedded, model calls: logged at close
         self.texts = 0
+        self.calls = 0
 
     # The inner embedder's capabilities, read through (class attributes on the others).
     @property
@@ -140,9 +144,13 @@ class BatchingEmbedder(Embedder):
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            dispatcher = self._dispatcher
+            dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None and dispatcher is not threading.current_thread():
             dispatcher.join(timeout=30)
+        if dispatcher is not None:  # once, by the close that stopped it
+            log.info("embedding_batches", batches=self.batches, texts=self.texts,
+                     model_calls=self.calls,
+                     texts_per_batch=round(self.texts / self.batches, 2))
 
     def _start_dispatcher(self) -> None:
         if self._dispatcher is None or not self._dispatcher.is_alive():
@@ -219,6 +227,7 @@ class BatchingEmbedder(Embedder):
         rows: np.ndarray | None = None
         for run in similar_length_runs(texts):
             vectors = self.inner.embed([texts[i] for i in run])
+            self.calls += 1
             if rows is None:
                 rows = np.empty((len(texts), vectors.shape[1]), dtype=vectors.dtype)
             rows[run] = vectors
