@@ -147,7 +147,7 @@ class BatchingEmbedder(Embedder):
             dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None and dispatcher is not threading.current_thread():
             dispatcher.join(timeout=30)
-        if dispatcher is not None:  # once, by the close that stopped it
+        if dispatcher is not None and self.batches:  # once, by the close that stopped it
             log.info("embedding_batches", batches=self.batches, texts=self.texts,
                      model_calls=self.calls,
                      texts_per_batch=round(self.texts / self.batches, 2))
