@@ -34,7 +34,11 @@ def to_db(value: datetime) -> str:
 
 
 def from_db(text: str) -> datetime:
-    """Decode a stored datetime."""
+    """Decode a stored datetime (ValueError for text not in the storage encoding)."""
+    # fromisoformat is ~10x faster than strptime (a turn decodes several); the shape check
+    # keeps it exactly as strict as the format.
+    if len(text) == 27 and text[10] == "T" and text[19] == "." and text[26] == "Z":
+        return datetime.fromisoformat(text[:26]).replace(tzinfo=UTC)
     return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
 
 

@@ -157,6 +157,9 @@ class Settings:
     embed_allow_download: bool = False
     embed_cache_dir: Path | None = None
     embed_batch_size: int | None = None
+    embed_batch_window_ms: int = 5
+    embed_batch_max_texts: int = 32
+    embed_threads: int | None = None
     hash_dim: int = 384
     broker_url: str | None = None  # canonical (memory_core.backends), or sqlite:///PATH
     redis_password: str | None = field(default=None, repr=False)
@@ -365,6 +368,14 @@ VARIABLES: tuple[_Var, ...] = (
          "Where fastembed keeps downloaded models."),
     _Var("MNEMO_EMBED_BATCH_SIZE", "embed_batch_size", _int_parser(1, 4096),
          "Texts per embedding batch (default: the embedder's own)."),
+    _Var("MNEMO_EMBED_BATCH_WINDOW_MS", "embed_batch_window_ms", _int_parser(0, 1000),
+         "Worker: how long the first embedding request waits for other threads' requests to "
+         "share its batch (0: every call embeds on its own)."),
+    _Var("MNEMO_EMBED_BATCH_MAX_TEXTS", "embed_batch_max_texts", _int_parser(1, 4096),
+         "Worker: a shared embedding batch runs at once when this many texts are waiting."),
+    _Var("MNEMO_EMBED_THREADS", "embed_threads", _int_parser(1, 256),
+         "fastembed: CPU threads per model run (default: all cores); 1 suits a pool of "
+         "several worker processes."),
     _Var("MNEMO_HASH_DIM", "hash_dim", _int_parser(16, 4096),
          "Dimension of the hash embedder's vectors."),
     _Var("MNEMO_BROKER_URL", "broker_url", _broker_url,

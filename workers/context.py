@@ -16,8 +16,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder
+from memory_core.embedders.batching import batching_front, close_embedder
 from memory_core.embedders.factory import make_embedder
 from memory_core.mirrors.outbox import MirrorSink, configured_mirrors, make_sinks
 from memory_core.model.tenants import create_tenant
@@ -53,22 +55,32 @@ class WorkerContext:
     index: VectorIndex
     _sinks: list[MirrorSink] | None = field(default=None, repr=False)
     _sinks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    checkpointers: tuple[WalCheckpointer, ...] = ()
 
     @classmethod
-    def open(cls, settings: Settings) -> WorkerContext:
+    def open(cls, settings: Settings, *, threads: int | None = None) -> WorkerContext:
         """Open both databases (migrating them), load and claim the embedder, create the
         default tenant. Raises EmbedderMismatchError / StoreError / EmbedderError /
-        ConfigurationError with the fix."""
-        embedder = make_embedder(settings)
-        state = open_state(settings)
+        ConfigurationError with the fix.
+
+        The embedder is behind a batching front (``memory_core.embedders.batching``) that
+        the process's ``threads`` worker threads share, unless MNEMO_EMBED_BATCH_WINDOW_MS
+        is 0."""
+        embedder = batching_front(make_embedder(settings), settings, callers=threads)
+        # No checkpoint inside a commit (a thread checkpoints both files): the state db's
+        # write lock bounds the whole pool.
+        state = open_state(settings, autocheckpoint=False)
         try:
             claim_embedder(settings, state, embedder)
-            ops = open_ops(settings)
+            ops = open_ops(settings, autocheckpoint=False)
         except BaseException:
             state.close()
             raise
         create_tenant(state.conn, settings.default_tenant)
-        return cls(settings, state, ops, VectorIndex(embedder))
+        checkpointers = (WalCheckpointer(state, watch=True), WalCheckpointer(ops, watch=True))
+        for checkpointer in checkpointers:
+            checkpointer.start()
+        return cls(settings, state, ops, VectorIndex(embedder), checkpointers=checkpointers)
 
     @property
     def mirrors(self) -> tuple[str, ...]:
@@ -87,6 +99,9 @@ class WorkerContext:
             for sink in self._sinks or ():
                 sink.close()
             self._sinks = None
+        for checkpointer in self.checkpointers:
+            checkpointer.stop()
+        close_embedder(self.index.embedder)
         self.state.close()
         self.ops.close()
 

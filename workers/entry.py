@@ -41,7 +41,7 @@ from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
-from workers.context import LazyContext
+from workers.context import LazyContext, WorkerContext
 from workers.middleware import Heartbeats, install_log_redaction, worker_middleware
 
 log = structlog.get_logger("mnemo.worker")
@@ -66,6 +66,9 @@ def build_worker_broker(settings: Settings, *,
     ``MNEMO_REDIS_REQUIRE_PERSISTENCE`` is on.
     """
     probe = functools.partial(storage_status, settings)
+    # background_checkpoint (embedded): acks and enqueues never run a WAL checkpoint inside
+    # their commit (memory_ops.db's write lock is shared by every worker process).
+    broker_options.setdefault("background_checkpoint", True)
     broker = make_broker(settings, middleware=worker_middleware(
         probe, guard_interval_s, heartbeats=Heartbeats(settings)), **broker_options)
     _check_persistence(settings, broker)
@@ -132,7 +135,8 @@ def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAUL
     configure_logging(settings)
     install_log_redaction()
     stop = stop_on_signals()
-    context = LazyContext(settings)
+    context = LazyContext(settings, opener=functools.partial(WorkerContext.open,
+                                                             threads=threads))
     try:
         migrate_stores(settings)  # before serving; idempotent, so N processes may all run it
         context.get()  # loads and claims the embedder now, not on the first message

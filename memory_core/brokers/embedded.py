@@ -80,7 +80,9 @@ class EmbeddedBroker(EmbeddedAdmin, Broker):
                            autocheckpoint=not background_checkpoint)
         self.db.migrate()
         self.db.require_current()
-        self._checkpointer = WalCheckpointer(self.db) if background_checkpoint else None
+        # watch: also after the acks and leases (of any process) that note no write
+        self._checkpointer = (WalCheckpointer(self.db, watch=True) if background_checkpoint
+                              else None)
         self._wakeups: dict[str, threading.Event] = {}
         self._keeper: _LeaseKeeper | None = None
         self._lock = threading.Lock()

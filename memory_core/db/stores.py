@@ -12,15 +12,27 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_core.db import migrations
 from memory_core.db.sqlite import Connection, connect
 from memory_core.errors import StoreError
 from memory_core.settings import Settings
 
+if TYPE_CHECKING:
+    from memory_core.db import migrations
+
+KINDS = ("state", "ops")
+
 _MIGRATE_FIX = ("run `mnemo db migrate`, or start the workers (`mnemo worker` / `mnemo up`), "
                 "which migrate both databases on start")
+
+
+def _migrations() -> Any:
+    """``memory_core.db.migrations``, imported on first use: it loads SQLAlchemy (the schema
+    is written with its Core), a quarter of a second that `mnemo --help` need not pay."""
+    from memory_core.db import migrations
+
+    return migrations
 
 
 class Database:
@@ -28,7 +40,7 @@ class Database:
 
     def __init__(self, path: Path, kind: str, *, busy_timeout_ms: int = 5000,
                  readonly: bool = False, autocheckpoint: bool = True, mmap_mb: int = 0) -> None:
-        if kind not in migrations.MIGRATIONS:
+        if kind not in KINDS:
             raise ValueError(f"unknown database kind {kind!r}")
         self.path = Path(path)
         self.kind = kind
@@ -60,12 +72,12 @@ class Database:
         """Apply pending migrations (idempotent). Returns what was applied."""
         conn = connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
         try:
-            return migrations.migrate(conn, self.kind, str(self.path))
+            return _migrations().migrate(conn, self.kind, str(self.path))
         finally:
             conn.close()
 
     def version(self) -> int:
-        return migrations.check_version(self.conn, self.kind, str(self.path))
+        return _migrations().check_version(self.conn, self.kind, str(self.path))
 
     def require_current(self) -> None:
         """Raise unless the file exists and its schema is exactly the one this code knows.
@@ -78,7 +90,7 @@ class Database:
             raise StoreError(f"{self.path} (the {self.kind} database) does not exist: "
                              f"{_MIGRATE_FIX}; or check MNEMO_DATA_DIR")
         version = self.version()
-        latest = migrations.latest_version(self.kind)
+        latest = _migrations().latest_version(self.kind)
         if version < latest:
             raise StoreError(f"{self.path} has schema version {version}, this mnemo needs "
                              f"{latest}: {_MIGRATE_FIX}")
@@ -94,13 +106,16 @@ class Database:
         return f"Database({self.kind}, {self.path})"
 
 
-def open_state(settings: Settings, *, migrate: bool = True, readonly: bool = False) -> Database:
+def open_state(settings: Settings, *, migrate: bool = True, readonly: bool = False,
+               autocheckpoint: bool = True) -> Database:
     """The state database; migrated forward unless ``migrate=False``.
 
     ``migrate=False`` only checks (``Database.require_current``): a missing or older file
-    is refused with the fix, and neither created nor changed.
+    is refused with the fix, and neither created nor changed. ``autocheckpoint=False``: see
+    ``sqlite.connect`` (the workers, whose ``WalCheckpointer`` checkpoints instead).
     """
-    return _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly)
+    return _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly,
+                 autocheckpoint=autocheckpoint)
 
 
 def open_ops(settings: Settings, *, migrate: bool = True,

@@ -22,5 +22,6 @@ def make_embedder(settings: Settings) -> Embedder:
         model_path=str(settings.embed_model_path) if settings.embed_model_path else None,
         allow_download=settings.embed_allow_download,
         cache_dir=str(settings.embed_cache_dir) if settings.embed_cache_dir else None,
+        threads=settings.embed_threads,
         **kwargs,
     )

@@ -133,11 +133,15 @@ def _apply(tx: WriteTx, turn_id: int, t: CheckedTurn, checked: list[Checked],
 
 
 def _prepare(conn: Connection, index: VectorIndex,
-             work: Iterable[tuple[CheckedTurn, list[Checked]]]) -> Embeds:
+             work: Iterable[tuple[CheckedTurn, list[Checked]]], *,
+             with_episodes: bool = True) -> Embeds:
+    """Embed what the transaction will write: the turns' episode texts (unless
+    ``with_episodes=False``: the episode was recorded before) and their beliefs' texts."""
     embeds = Embeds(index)
     texts: list[str] = []
     for t, checked in work:
-        texts.append(episodes.episode_text(t.speaker, t.text, t.occurred_at))
+        if with_episodes:
+            texts.append(episodes.episode_text(t.speaker, t.text, t.occurred_at))
         for c in checked:
             texts.extend(predicted_texts(conn, t.tenant, c, t.speaker))
     embeds.prepare(texts)
@@ -188,7 +192,9 @@ def extract_and_apply(state_db: Database, index: VectorIndex, tenant: str, turn_
         return []  # recorded, then deleted: nothing to extract, and nothing to retry
     turn_id, t = _recorded(conn, tenant, turn_uid)
     checked, rejected = candidates_for(extractor, t)
-    embeds = _prepare(conn, index, [(t, checked)])
+    # The episode was embedded when the turn was recorded: only the beliefs' texts (none,
+    # for most turns: then nothing is embedded at all).
+    embeds = _prepare(conn, index, [(t, checked)], with_episodes=False)
     with write_tx(conn, index, tenant, embeds) as tx:
         ids = _apply(tx, turn_id, t, checked, rejected,
                      extractor_name(extractor or default_extractor()))

@@ -1,8 +1,15 @@
-"""The root click group, shared options and the error boundary."""
+"""The root click group, shared options and the error boundary.
+
+The root group loads its commands' modules on first use (``MnemoGroup.add_lazy``): they
+import the worker, maintenance and broker code with SQLAlchemy, numpy, Dramatiq and the
+extractor, which `mnemo --help` and every other command need not pay for. This module itself
+imports only click and the light parts of ``memory_core``.
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -10,7 +17,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-import redis
 
 from memory_core.db import Database, open_ops, open_state
 from memory_core.db.faults import fault_of, storage_status, store_error
@@ -22,7 +28,6 @@ from memory_core.errors import (
     StoreError,
     StoreUnwritableError,
 )
-from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from scripts.cli import exit_codes
 
@@ -84,7 +89,43 @@ def _locate(e: BaseException) -> StoreError:
 
 class MnemoGroup(click.Group):
     """The root group: whatever command runs, a mnemo or SQLite error ends as one
-    ``Error:`` line and its exit code, never a traceback."""
+    ``Error:`` line and its exit code, never a traceback. Commands added with ``add_lazy``
+    are imported when they are run or asked for help; the group's own help lists them from
+    their summary without importing them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, str]] = {}  # name -> ("module:attribute", summary)
+
+    def add_lazy(self, name: str, target: str, summary: str) -> None:
+        """Register command ``name`` as ``target`` ("module:attribute"), loaded on first use.
+        ``summary``: the first paragraph of its help (a test keeps the two equal)."""
+        self.lazy[name] = (target, summary)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with a lazy command's summary instead of importing it."""
+        rows: list[tuple[str, click.Command | None, str]] = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name)
+            if cmd is None:
+                rows.append((name, None, self.lazy[name][1]))
+            elif not cmd.hidden:
+                rows.append((name, cmd, ""))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([
+                    (name, (cmd or click.Command(name, help=summary)).get_short_help_str(limit))
+                    for name, cmd, summary in rows])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -107,6 +148,8 @@ def main(ctx: click.Context) -> None:
 
         mnemo memory status
     """
+    from memory_core.log import configure_logging  # structlog: not for `mnemo --help`
+
     try:
         settings = Settings.from_env()
     except MnemoError as e:
@@ -175,6 +218,8 @@ def chat_view(settings: Settings) -> Iterator[tuple[Database, Database]]:
 def redis_errors(settings: Settings, failed: str) -> Iterator[None]:
     """A Redis error inside becomes a BrokerError naming the (redacted) URL, what ``failed``
     ("did not answer") and the fix."""
+    import redis
+
     try:
         yield
     except redis.RedisError as e:

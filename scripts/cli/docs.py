@@ -27,8 +27,11 @@ def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[
     """Every command under ``command``, depth first, groups before their members."""
     yield path, command
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            yield from walk(command.commands[name], (*path, name))
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):  # sorted; loads lazy commands
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                yield from walk(sub, (*path, name))
 
 
 def render(root: click.Command) -> str:
