@@ -33,7 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queue": ("scripts.cli.queue_verify:queue",
               "The task queue: counts per queue, dead letters, requeue and purge."),
     "recall": ("scripts.cli.recall:recall",
-               "Recall memory for QUERY: items with handles, scores and turn pointers."),
+               "Recall memory for QUERY: facts, then evidence, with handles, scores and "
+               "turn pointers."),
     "restore": ("scripts.cli.backup:restore",
                 "Restore BACKUP (a name from `mnemo backup list`, `latest`, or a backup "
                 "folder's path) into the folder --to."),
