@@ -29,7 +29,7 @@ for extra in (REPO_ROOT, REPO_ROOT / "bench"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from locomo_baselines import METHODS, TurnBaselines  # noqa: E402
+from locomo_baselines import METHODS, for_conversation  # noqa: E402
 from locomo_data import CATEGORIES, Scores, load  # noqa: E402
 from locomo_ingest import ingest  # noqa: E402
 
@@ -56,7 +56,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                         "(repeatable; for tuning on categories)")
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="keep the databases here (default: a temporary folder)")
+                   help="keep the databases here (default: a temporary folder); an existing "
+                        "store is reused, not re-ingested")
     return p.parse_args(argv)
 
 
@@ -96,12 +97,13 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
     started = time.perf_counter()
     strategy = _strategy(args)
+    fresh = not (data_dir / "memory_state.db").exists()
     migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
-    paths = {ingest(settings, conv, embedder) for conv in convs}
+    paths = {ingest(settings, conv, embedder) for conv in convs} if fresh else {"reused"}
     ingest_s = time.perf_counter() - started
     with Memory.open(settings, embedder=embedder) as mem, tempfile.TemporaryDirectory() as tmp:
         for conv in convs:
-            base = TurnBaselines(conv, embedder, Path(tmp))
+            base = for_conversation(conv, embedder, Path(tmp))
             for q in conv.questions:
                 t0 = time.perf_counter()
                 result = mem.recall(q.text, tenant=conv.tenant, budget=BUDGET,

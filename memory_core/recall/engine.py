@@ -25,7 +25,7 @@ from memory_core.model.tenants import require_tenant
 from memory_core.recall import context, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load, merge
 from memory_core.recall.explain import build_explanation
-from memory_core.recall.fusion import Budget, Scorer, apply_budget, diversify
+from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import RecallStrategy
@@ -35,6 +35,10 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 MAX_SESSION_ID_CHARS = 256
 PPR_SEED_TOP = 5
+# The lists that match the query itself; the others (neighbour, graph, feedback_*) expand
+# from what these found.
+DIRECT_LISTS = frozenset(("belief_entity", "belief_fts", "belief_dense", "episode_fts",
+                          "episode_dense", "turn_fts"))
 
 
 @dataclass
@@ -278,7 +282,8 @@ def _feedback(run: RecallRun, seeds: list[Candidate], *, want_fts: bool,
         run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
             conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
             common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
-            local_fraction=strat.fts_tenant_common_fraction)])
+            local_fraction=strat.fts_tenant_common_fraction,
+            other_sessions=strat.feedback_other_sessions)])
     if want_dense and run.vector is not None:
         vector = run.vector
         run.add("feedback_dense", lambda: [run.pool.get(c.key, c) for c in feedback.dense(
@@ -328,6 +333,7 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     _gather(run, helper)
     ranked = run.rank(explain=True)
     ranked = diversify(ranked, strategy.session_diversity)
+    ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=1))
     run.timings["total_ms"] = (time.perf_counter() - started) * 1000

@@ -23,8 +23,9 @@ from memory_core.recall.candidates import Candidate
 # Each candidate is [id, handle, score, lists, components (in COMPONENTS order), decision,
 # turn_uids]; ``expand`` turns a row back into the dict readers see.
 LOG_FORMAT = 2
+# New components go at the end: rows logged before them have fewer values.
 COMPONENTS = ("rrf", "ppr", "recency", "confidence", "tier", "session", "time", "speaker",
-              "diversity")
+              "diversity", "direct_cap")
 _DECISIONS = {"over the item budget": "items", "over the token budget": "tokens"}
 _REASONS = {"items": "dropped: over the item budget", "tokens": "dropped: over the token budget",
             "dropped": "dropped"}
@@ -66,7 +67,7 @@ def expand(row: Any) -> dict[str, Any]:
     item_id, handle, score, lists, comps, decision, turn_uids = row
     return {
         "id": item_id, "kind": item_id.split(":", 1)[0], "handle": handle, "lists": lists,
-        "score": score, "components": {c: v for c, v in zip(COMPONENTS, comps, strict=True)
+        "score": score, "components": {c: v for c, v in zip(COMPONENTS[:len(comps)], comps, strict=True)
                                        if v is not None},
         "decision": "kept" if decision == "kept" else "dropped",
         "reason": f"kept: rank {handle}" if decision == "kept" else _REASONS[decision],

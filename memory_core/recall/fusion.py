@@ -23,6 +23,7 @@ from memory_core.recall.query import TimeCue, names
 from memory_core.recall.strategy import RecallStrategy
 
 NO_TIME = TimeCue()
+CAP_STEP = 1e-9  # how far below a session's weakest direct hit an expansion-only one lands
 DIVERSIFY_TOP = 60  # greedy re-ranking is quadratic; below this rank the order is kept
 # Per item, besides its text: the handle, kind and date the prompt line carries.
 ITEM_OVERHEAD_TOKENS = 6
@@ -143,6 +144,33 @@ def diversify(ranked: list[Candidate], penalty: float) -> list[Candidate]:
             out.extend(sorted(pool, key=lambda c: (-c.score, c.kind, c.row_id)))
             break
     return out
+
+
+def direct_first(ranked: list[Candidate], direct: frozenset[str]) -> list[Candidate]:
+    """Re-rank so that no candidate found only by expansion lists (neighbours, the graph
+    walk, the feedback round: none of ``direct``) stands above a direct hit of its own chat
+    session: within a session, what matches the query comes before what merely sits next to
+    it or shares words with what matched (LongMemEval: the evidence turn fell below its
+    session-mates). Such a candidate's score is lowered just below the session's weakest
+    direct hit (the ``direct_cap`` component records the factor); the order among the
+    lowered ones is kept."""
+    floor: dict[str, float] = {}
+    for cand in ranked:
+        if cand.session_id is not None and not direct.isdisjoint(cand.ranks):
+            floor[cand.session_id] = min(cand.score, floor.get(cand.session_id, cand.score))
+    moved = False
+    for i, cand in enumerate(ranked):
+        limit = floor.get(cand.session_id) if cand.session_id is not None else None
+        if limit is None or cand.score < limit or not direct.isdisjoint(cand.ranks):
+            continue
+        # Strictly below the floor, and in the order they had (ranked is best first).
+        new = limit - CAP_STEP * (1 + i)
+        cand.components["direct_cap"] = new / cand.score if cand.score else 0.0
+        cand.score = new
+        moved = True
+    if not moved:
+        return ranked
+    return sorted(ranked, key=lambda c: -c.score)  # stable: ties keep their order
 
 
 def apply_budget(ranked: list[Candidate], budget: Budget) -> tuple[list[Candidate],

@@ -94,6 +94,9 @@ class RecallStrategy:
     feedback_seeds: int = 4
     feedback_beta: float = 1.0
     feedback_query_terms: bool = True  # feedback_fts searches the query's terms too
+    # feedback_fts leaves out the seeds' own chat sessions (it looks for what joins them
+    # elsewhere; their session-mates share their words without answering).
+    feedback_other_sessions: bool = False
     # The second round ranks fewer rows than the first (its terms are many and broad): the
     # ``fts_common_df`` budget of the first round, for the second. Binds only on large
     # tenants (a LoCoMo conversation has ~600 turns), where it keeps recall within budget.
