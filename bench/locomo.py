@@ -37,6 +37,7 @@ from memory_core import Budget, Memory  # noqa: E402
 from memory_core.db import migrate_stores  # noqa: E402
 from memory_core.embedders.factory import make_embedder  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
+from memory_core.recall.result import RecallResult  # noqa: E402
 from memory_core.recall.strategy import RecallStrategy, get_strategy  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
 
@@ -81,6 +82,13 @@ def _strategy(args: argparse.Namespace) -> RecallStrategy:
         args.strategy)
 
 
+def result_turns(result: RecallResult) -> list[list[str]]:
+    """The turns of a result in the order the prompt shows them: each fact counts as its
+    source turn(s), then each evidence item as its turns."""
+    return [*(list(f.turn_uids) for f in result.facts),
+            *(list(i.turn_uids) for i in result.items)]
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -112,8 +120,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
                 embed_ms = result.timings_ms.get("embed_ms", 0.0)
                 lat["embed"].append(embed_ms)
                 lat["rest"].append(wall - embed_ms)
-                scores["mnemo"].add(q.category, [list(i.turn_uids) for i in result.items],
-                                    q.evidence)
+                scores["mnemo"].add(q.category, result_turns(result), q.evidence)
                 for method, (ranked, ms) in base.run(q.text).items():
                     scores[method].add(q.category, [[d] for d in ranked], q.evidence)
                     lat[method].append(ms)

@@ -36,7 +36,7 @@ for extra in (REPO_ROOT, REPO_ROOT / "bench"):
         sys.path.insert(0, str(extra))
 
 from embed_cache import CachedEmbedder  # noqa: E402
-from locomo import _pct, _settings, _strategy  # noqa: E402
+from locomo import _pct, _settings, _strategy, result_turns  # noqa: E402
 from locomo_baselines import METHODS, TurnBaselines  # noqa: E402
 from longmemeval_data import TYPES, Question, Scores, load  # noqa: E402
 
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
             embed_ms = result.timings_ms.get("embed_ms", 0.0)
             lat["embed"].append(embed_ms)
             lat["rest"].append(wall - embed_ms)
-            scores["mnemo"].add(q, _flatten([list(i.turn_uids) for i in result.items]))
+            scores["mnemo"].add(q, _flatten(result_turns(result)))
             for method, (ranked, ms) in base.run(q.text).items():
                 scores[method].add(q, ranked)
                 lat[method].append(ms)
