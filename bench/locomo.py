@@ -82,10 +82,10 @@ def _strategy(args: argparse.Namespace) -> RecallStrategy:
         args.strategy)
 
 
-def result_turns(result: RecallResult) -> list[list[str]]:
+def result_turns(result: RecallResult, *, facts: bool = True) -> list[list[str]]:
     """The turns of a result in the order the prompt shows them: each fact counts as its
-    source turn(s), then each evidence item as its turns."""
-    return [*(list(f.turn_uids) for f in result.facts),
+    source turn(s) (``facts``), then each evidence item as its turns."""
+    return [*(list(f.turn_uids) for f in (result.facts if facts else ())),
             *(list(i.turn_uids) for i in result.items)]
 
 
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     configure_logging(settings)
     embedder = make_embedder(settings)
     convs = load(args.data)
-    scores = {name: Scores() for name in ("mnemo", *METHODS)}
+    scores = {name: Scores() for name in ("mnemo", "mnemo_evidence", *METHODS)}
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
     started = time.perf_counter()
     strategy = _strategy(args)
@@ -121,6 +121,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
                 lat["embed"].append(embed_ms)
                 lat["rest"].append(wall - embed_ms)
                 scores["mnemo"].add(q.category, result_turns(result), q.evidence)
+                scores["mnemo_evidence"].add(q.category, result_turns(result, facts=False),
+                                             q.evidence)
                 for method, (ranked, ms) in base.run(q.text).items():
                     scores[method].add(q.category, [[d] for d in ranked], q.evidence)
                     lat[method].append(ms)
@@ -146,7 +148,7 @@ def _print(report: dict) -> None:
     print("|" + "---|" * len(header))
     lat = report["latency_ms"]
     for name, table in report["scores"].items():
-        if name == "mnemo":
+        if name.startswith("mnemo"):
             p50 = lat["embed"]["p50"] + lat["rest"]["p50"]
             p95 = f"{lat['embed']['p95']:.2f}+{lat['rest']['p95']:.2f}"
         else:

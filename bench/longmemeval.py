@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
         embedder = CachedEmbedder(embedder, args.embed_cache)
     questions = load(args.data, args.limit)
     strategy = _strategy(args)
-    scores = {name: Scores() for name in ("mnemo", *METHODS)}
+    scores = {name: Scores() for name in ("mnemo", "mnemo_evidence", *METHODS)}
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
     started = time.perf_counter()
     fresh = not (data_dir / "memory_state.db").exists()
@@ -132,6 +132,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
             lat["embed"].append(embed_ms)
             lat["rest"].append(wall - embed_ms)
             scores["mnemo"].add(q, _flatten(result_turns(result)))
+            scores["mnemo_evidence"].add(q, _flatten(result_turns(result, facts=False)))
             for method, (ranked, ms) in base.run(q.text).items():
                 scores[method].add(q, ranked)
                 lat[method].append(ms)
@@ -158,7 +159,7 @@ def _print(report: dict) -> None:
         overall = table["overall"]
         cells = [f"{overall[m]:.3f}" for m in ("R@5", "R@10", "S_all@5")]
         cells += [f"{table[t]['R@10']:.3f}" if t in table else "-" for t in TYPES]
-        if name == "mnemo":
+        if name.startswith("mnemo"):
             cells += [f"{lat['embed']['p50']:.2f}+{lat['rest']['p50']:.2f}",
                       f"{lat['embed']['p95']:.2f}+{lat['rest']['p95']:.2f}"]
         else:

@@ -337,9 +337,12 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
-           helper: Helper | None = None, fact_budget: int = 8) -> tuple[RecallResult, str]:
-    """Run one recall; returns the result and its explanation's JSON (for the recall
-    log). ``fact_budget``: facts at most (0: no facts channel)."""
+           helper: Helper | None = None,
+           fact_budget: int = 8) -> tuple[RecallResult, Callable[[], str]]:
+    """Run one recall; returns the result and a function building its explanation's JSON
+    for the recall log (a few milliseconds of Python for ~100 candidates: the log writer
+    calls it on its own thread, off the chat path). ``fact_budget``: facts at most (0: no
+    facts channel)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
@@ -362,9 +365,8 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
         as_of=scope.as_of, used_turn_fallback=run.used_turn_fallback,
         budget={**budget.to_dict(), "facts": fact_budget}, timings_ms=dict(run.timings),
         facts=found.facts)
-    explanation = _explanation(run, [*found.ranked, *ranked], reasons, [*found.kept, *kept],
-                               budget, fact_budget)
-    return result, explanation
+    every, chosen = [*found.ranked, *ranked], [*found.kept, *kept]
+    return result, lambda: _explanation(run, every, reasons, chosen, budget, fact_budget)
 
 
 def _facts(run: RecallRun, beliefs: list[Candidate], budget: int) -> facts.FactsOutcome:
