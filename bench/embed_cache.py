@@ -12,13 +12,13 @@ query costs a lookup): report recall time after embedding.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from memory_core.db.sqlite import atomic, connect
 from memory_core.embedders.base import Embedder, check_texts
 
 
@@ -33,7 +33,7 @@ class CachedEmbedder(Embedder):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._db = connect(self.path)
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB)")
         self.hits = 0
         self.misses = 0
@@ -71,9 +71,8 @@ class CachedEmbedder(Embedder):
             vectors = self.inner.embed(missing)
             rows = [(self._key(t), np.asarray(v, dtype=np.float32).tobytes())
                     for t, v in zip(missing, vectors, strict=True)]
-            with self._lock:
+            with self._lock, atomic(self._db):
                 self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
-                self._db.commit()
             found.update(rows)
         for i, k in enumerate(keys):
             out[i] = np.frombuffer(found[k], dtype=np.float32)

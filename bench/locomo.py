@@ -9,7 +9,10 @@ Ingests each conversation turn by turn through the workers' write path (one tena
 conversation, turn time = session date), recalls every category 1-4 question, and prints
 evidence Recall@5/@10/@20 and All@10 per category for mnemo and for the baselines computed
 here on the same machine (FTS5 porter bm25 over turns, dense over turns with the same
-embedder, their RRF), with recall latency p50/p95 split into query embedding and the rest.
+embedder, their RRF), with recall latency p50/p95 split into query embedding and the rest,
+the rest against the FTS5 baseline's p95 and broken into its parts (``timings_ms``). A
+fact counts as its source turn(s): row ``mnemo`` takes the turns in prompt order (facts
+first, then evidence), row ``mnemo_evidence`` the evidence items alone.
 The metric is described in ../shared/data/locomo/README.md. The last line is
 ``overall R@10 mnemo=X best_baseline=Y``.
 """
@@ -103,6 +106,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     convs = load(args.data)
     scores = {name: Scores() for name in ("mnemo", "mnemo_evidence", *METHODS)}
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
+    parts: dict[str, list[float]] = {}
     started = time.perf_counter()
     strategy = _strategy(args)
     fresh = not (data_dir / "memory_state.db").exists()
@@ -120,6 +124,9 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
                 embed_ms = result.timings_ms.get("embed_ms", 0.0)
                 lat["embed"].append(embed_ms)
                 lat["rest"].append(wall - embed_ms)
+                for part, ms in result.timings_ms.items():
+                    if part not in ("embed_ms", "total_ms"):
+                        parts.setdefault(part, []).append(ms)
                 scores["mnemo"].add(q.category, result_turns(result), q.evidence)
                 scores["mnemo_evidence"].add(q.category, result_turns(result, facts=False),
                                              q.evidence)
@@ -134,7 +141,33 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
         "scores": {name: s.table() for name, s in scores.items()},
         "latency_ms": {name: {"p50": round(_pct(v, 50), 2), "p95": round(_pct(v, 95), 2)}
                        for name, v in lat.items()},
+        "recall_parts_ms": parts_table(parts, len(lat["rest"]), sum(lat["rest"])),
     }
+
+
+def parts_table(parts: dict[str, list[float]], n: int, rest_total: float) -> dict:
+    """p50/p95 of each part of recall (``timings_ms``; a part absent from a recall counts
+    0 there) and its share of the time after embedding."""
+    out = {}
+    for part, values in sorted(parts.items()):
+        full = values + [0.0] * (n - len(values))
+        out[part.removesuffix("_ms")] = {
+            "p50": round(_pct(full, 50), 2), "p95": round(_pct(full, 95), 2),
+            "share": round(sum(values) / rest_total, 3) if rest_total else 0.0}
+    return out
+
+
+def print_latency(report: dict, baseline: str = "fts5_porter") -> None:
+    lat, parts = report["latency_ms"], report["recall_parts_ms"]
+    print(f"\nmnemo latency: query embedding p50 {lat['embed']['p50']:.2f} ms, p95 "
+          f"{lat['embed']['p95']:.2f} ms; after embedding p50 {lat['rest']['p50']:.2f} ms, "
+          f"p95 {lat['rest']['p95']:.2f} ms = {lat['rest']['p95'] / lat[baseline]['p95']:.1f}x "
+          f"the FTS5 baseline's p95 ({lat[baseline]['p95']:.2f} ms, same run)")
+    print("parts of recall after embedding (keyword includes the feedback round's FTS; "
+          "dense runs beside keyword on a helper thread when there is one):")
+    print("| part | p50 ms | p95 ms | share of the time |\n|---|---:|---:|---:|")
+    for part, row in parts.items():
+        print(f"| {part} | {row['p50']:.2f} | {row['p95']:.2f} | {row['share']:.0%} |")
 
 
 def _print(report: dict) -> None:
@@ -162,9 +195,7 @@ def _print(report: dict) -> None:
     for cat, row in report["scores"]["mnemo"].items():
         print(f"| {cat} | {row['n']} | {row['R@5']:.3f} | {row['R@10']:.3f} | "
               f"{row['R@20']:.3f} | {row['All@10']:.3f} |")
-    print(f"\nmnemo latency: query embedding p50 {lat['embed']['p50']:.2f} ms, p95 "
-          f"{lat['embed']['p95']:.2f} ms; the rest p50 {lat['rest']['p50']:.2f} ms, p95 "
-          f"{lat['rest']['p95']:.2f} ms")
+    print_latency(report)
     best = max(report["scores"][m]["overall"]["R@10"] for m in METHODS)
     mnemo = report["scores"]["mnemo"]["overall"]["R@10"]
     print(f"overall R@10 mnemo={mnemo:.3f} best_baseline={best:.3f}")

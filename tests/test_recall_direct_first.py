@@ -5,9 +5,8 @@ order them after the session's direct hits, never before)."""
 from __future__ import annotations
 
 from memory_core.recall.candidates import Candidate
-from memory_core.recall.engine import DIRECT_LISTS
 from memory_core.recall.fusion import direct_first
-from memory_core.recall.strategy import DEFAULT
+from memory_core.recall.strategy import DEFAULT, DIRECT_LISTS
 
 pytest_plugins = ("tests.helpers.recall_fixtures",)
 

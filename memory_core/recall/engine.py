@@ -32,17 +32,18 @@ from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first
 from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
-from memory_core.recall.strategy import RecallStrategy
+from memory_core.recall.strategy import DIRECT_LISTS, RecallStrategy
 from memory_core.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 MAX_SESSION_ID_CHARS = 256
 PPR_SEED_TOP = 5
-# The lists that match the query itself; the others (neighbour, graph, feedback_*) expand
-# from what these found.
-DIRECT_LISTS = frozenset(("belief_entity", "belief_fts", "belief_dense", "episode_fts",
-                          "episode_dense", "turn_fts"))
+# Where each list's time is counted in ``timings_ms`` (``<part>_ms``; the dense lists run
+# beside the keyword ones on a helper thread when there is one).
+LIST_PARTS = {"belief_fts": "keyword", "episode_fts": "keyword", "turn_fts": "keyword",
+              "feedback_fts": "keyword", "belief_dense": "dense", "episode_dense": "dense",
+              "feedback_dense": "dense", "belief_entity": "entity", "neighbour": "neighbour"}
 
 
 @dataclass
@@ -85,6 +86,8 @@ class RecallRun:
     def take(self, fetched: Fetched) -> None:
         """Merge a fetched list; a database error drops the list (and for a dense list,
         dense search) with a reason."""
+        part = f"{LIST_PARTS.get(fetched.name, fetched.name)}_ms"
+        self.timings[part] = self.timings.get(part, 0.0) + fetched.ms
         if fetched.error is None:
             merge(self.pool, fetched.name, fetched.found)
             return
@@ -112,13 +115,17 @@ class Fetched:
     found: list[Candidate] = field(default_factory=list)
     error: str | None = None  # the database error's class name
     dense: bool = False
+    ms: float = 0.0
 
 
 def fetch(name: str, fn: Callable[[], list[Candidate]], *, dense: bool = False) -> Fetched:
+    started = time.perf_counter()
     try:
-        return Fetched(name, fn(), dense=dense)
+        found = Fetched(name, fn(), dense=dense)
     except sqlite_module().Error as e:
-        return Fetched(name, error=type(e).__name__, dense=dense)
+        found = Fetched(name, error=type(e).__name__, dense=dense)
+    found.ms = (time.perf_counter() - started) * 1000
+    return found
 
 
 @dataclass(frozen=True)
@@ -353,7 +360,8 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     ranked = run.rank(explain=True)
     beliefs = [c for c in ranked if c.kind == "belief"]
     ranked = diversify([c for c in ranked if c.kind != "belief"], strategy.session_diversity)
-    ranked = direct_first(ranked, DIRECT_LISTS)
+    if strategy.direct_first:
+        ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)
     found = _facts(run, beliefs, fact_budget)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=len(found.facts) + 1))

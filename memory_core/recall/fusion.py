@@ -20,7 +20,7 @@ from datetime import datetime
 from memory_core.recall.candidates import Candidate
 from memory_core.recall.ppr import Node
 from memory_core.recall.query import TimeCue, names
-from memory_core.recall.strategy import RecallStrategy
+from memory_core.recall.strategy import DIRECT_LISTS, FEEDBACK_LISTS, RecallStrategy
 
 NO_TIME = TimeCue()
 CAP_STEP = 1e-9  # how far below a session's weakest direct hit an expansion-only one lands
@@ -75,6 +75,7 @@ class Scorer:
         self._rrf = {name: strategy.weight_for(name) * (k + 1) for name in strategy.list_weights}
         self._k = k
         self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
+        self._new_only = strategy.feedback_new_only
         self._named: dict[str, bool] = {}
 
     def _speaker_named(self, speaker: str | None) -> bool:
@@ -112,8 +113,11 @@ class Scorer:
             if cand.fixed is None:
                 self._fix(cand)
             if cand.rrf_ranks != len(cand.ranks):
+                ranks = cand.ranks
+                if self._new_only and not DIRECT_LISTS.isdisjoint(ranks):
+                    ranks = {n: r for n, r in ranks.items() if n not in FEEDBACK_LISTS}
                 cand.rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
-                               for name, rank in cand.ranks.items())
+                               for name, rank in ranks.items())
                 cand.rrf_ranks = len(cand.ranks)
             ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
             cand.score = cand.rrf + ppr_weight * ppr + cand.fixed_sum

@@ -18,6 +18,11 @@ from memory_core.errors import InvalidInputError
 # The ranked candidate lists recall can build; a fused score sums a weighted RRF term per list.
 LISTS = ("belief_entity", "belief_fts", "belief_dense", "episode_fts", "episode_dense",
          "turn_fts", "graph", "neighbour", "feedback_fts", "feedback_dense")
+# The lists that match the query itself; the others (neighbour, graph, feedback_*) expand
+# from what these found.
+DIRECT_LISTS = frozenset(("belief_entity", "belief_fts", "belief_dense", "episode_fts",
+                          "episode_dense", "turn_fts"))
+FEEDBACK_LISTS = frozenset(("feedback_fts", "feedback_dense"))
 
 
 def _frozen(mapping: dict[str, float]) -> MappingProxyType[str, float]:
@@ -97,11 +102,18 @@ class RecallStrategy:
     # feedback_fts leaves out the seeds' own chat sessions (it looks for what joins them
     # elsewhere; their session-mates share their words without answering).
     feedback_other_sessions: bool = False
+    # The feedback lists add to a candidate's score only when no direct list found it: they
+    # bring in what the query missed, without reordering what it found (long seeds share
+    # many words with their session-mates).
+    feedback_new_only: bool = True
     # The second round ranks fewer rows than the first (its terms are many and broad): the
     # ``fts_common_df`` budget of the first round, for the second. Binds only on large
     # tenants (a LoCoMo conversation has ~600 turns), where it keeps recall within budget.
     feedback_common_df: int = 1_000
     feedback_rank_budget: int = 500
+    # A memory matching the query directly is never ranked below its unmatched neighbours
+    # or session-mates (fusion.direct_first). Every preset keeps it; off only to measure it.
+    direct_first: bool = True
     # Each further item of an already placed chat session loses this share of its score.
     session_diversity: float = 0.0
     include_archive: bool = False
