@@ -14,7 +14,7 @@ the rest against the FTS5 baseline's p95 and broken into its parts (``timings_ms
 fact counts as its source turn(s): row ``mnemo`` takes the turns in prompt order (facts
 first, then evidence), row ``mnemo_evidence`` the evidence items alone.
 The metric is described in ../shared/data/locomo/README.md. The last line is
-``overall R@10 mnemo=X best_baseline=Y``.
+``overall R@10 mnemo=X evidence=X best_baseline=Y``.
 """
 
 from __future__ import annotations
@@ -198,7 +198,8 @@ def _print(report: dict) -> None:
     print_latency(report)
     best = max(report["scores"][m]["overall"]["R@10"] for m in METHODS)
     mnemo = report["scores"]["mnemo"]["overall"]["R@10"]
-    print(f"overall R@10 mnemo={mnemo:.3f} best_baseline={best:.3f}")
+    evidence = report["scores"]["mnemo_evidence"]["overall"]["R@10"]
+    print(f"overall R@10 mnemo={mnemo:.3f} evidence={evidence:.3f} best_baseline={best:.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,8 +16,10 @@ index per question: FTS5 porter bm25, dense cosine with the same embedder, and t
 (k = 60); a document is the text mnemo embeds for the turn's episode
 (``"[20 May 2023] user: ..."``). ``--embed-cache`` keeps the embedder's vectors in a file
 (``bench/embed_cache.py``): they are the model's own, computed once, so only ingest time
-(and the query-embedding part of latency, hence reported apart) is flattered. The last line
-is ``overall R@5 mnemo=X best_baseline=Y R@10 mnemo=X best_baseline=Y``.
+(and the query-embedding part of latency, hence reported apart) is flattered. A fact counts
+as its source turn(s): row ``mnemo`` takes the turns in prompt order (facts first, then
+evidence), row ``mnemo_evidence`` the evidence items alone. The last line is ``overall R@5
+mnemo=X evidence=X best_baseline=Y R@10 ...``.
 """
 
 from __future__ import annotations
@@ -168,8 +170,10 @@ def _print(report: dict) -> None:
     best5 = max(report["scores"][m]["overall"]["R@5"] for m in METHODS)
     best10 = max(report["scores"][m]["overall"]["R@10"] for m in METHODS)
     mnemo = report["scores"]["mnemo"]["overall"]
-    print(f"overall R@5 mnemo={mnemo['R@5']:.3f} best_baseline={best5:.3f} "
-          f"R@10 mnemo={mnemo['R@10']:.3f} best_baseline={best10:.3f}")
+    evidence = report["scores"]["mnemo_evidence"]["overall"]
+    print(f"overall R@5 mnemo={mnemo['R@5']:.3f} evidence={evidence['R@5']:.3f} "
+          f"best_baseline={best5:.3f} R@10 mnemo={mnemo['R@10']:.3f} "
+          f"evidence={evidence['R@10']:.3f} best_baseline={best10:.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:
