@@ -305,8 +305,7 @@ def _feedback(run: RecallRun, seeds: list[Candidate], *, want_fts: bool,
         run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
             conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
             common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
-            local_fraction=strat.fts_tenant_common_fraction,
-            other_sessions=strat.feedback_other_sessions)])
+            local_fraction=strat.fts_tenant_common_fraction)])
     if want_dense and run.vector is not None:
         vector = run.vector
         run.add("feedback_dense", lambda: [run.pool.get(c.key, c) for c in feedback.dense(

@@ -40,19 +40,14 @@ def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str,
 
 def fts(conn: Connection, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
         *, stats: search.TermStats | None, common_df: int, rank_budget: int,
-        local_fraction: float, other_sessions: bool = False) -> list[Candidate]:
-    """``other_sessions``: leave out the seeds' own chat sessions too (their session-mates
-    share the seeds' words without answering the question)."""
+        local_fraction: float) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     exclude = {c.key for c in seeds}
-    sessions = {c.session_id for c in seeds if c.session_id is not None} \
-        if other_sessions else set()
-    want = k + len(exclude) if not sessions else 2 * k + len(exclude)
-    found = search.fts(conn, "episode", scope, seed_terms(query, seeds), want,
+    found = search.fts(conn, "episode", scope, seed_terms(query, seeds), k + len(exclude),
                        stats=stats, common_df=common_df, rank_budget=rank_budget,
                        local_fraction=local_fraction, rare_only=True)
-    return [c for c in found if c.key not in exclude and c.session_id not in sessions][:k]
+    return [c for c in found if c.key not in exclude][:k]
 
 
 def stored_vectors(conn: Connection, table: str | None, ids: Sequence[int]) -> list[np.ndarray]:

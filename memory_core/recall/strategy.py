@@ -99,12 +99,10 @@ class RecallStrategy:
     feedback_seeds: int = 4
     feedback_beta: float = 1.0
     feedback_query_terms: bool = True  # feedback_fts searches the query's terms too
-    # feedback_fts leaves out the seeds' own chat sessions (it looks for what joins them
-    # elsewhere; their session-mates share their words without answering).
-    feedback_other_sessions: bool = False
     # The feedback lists add to a candidate's score only when no direct list found it: they
     # bring in what the query missed, without reordering what it found (long seeds share
-    # many words with their session-mates).
+    # many words with their session-mates). Hash: LongMemEval R@5 0.473 -> 0.765, R@10
+    # 0.804 -> 0.876; LoCoMo R@5 0.566 -> 0.583, R@10 0.672 -> 0.656.
     feedback_new_only: bool = True
     # The second round ranks fewer rows than the first (its terms are many and broad): the
     # ``fts_common_df`` budget of the first round, for the second. Binds only on large
@@ -150,7 +148,9 @@ class RecallStrategy:
             "ppr": {"enabled": self.ppr_enabled, "damping": self.ppr_damping,
                     "max_nodes": self.ppr_max_nodes},
             "feedback": {"seeds": self.feedback_seeds, "beta": self.feedback_beta,
-                         "query_terms": self.feedback_query_terms},
+                         "query_terms": self.feedback_query_terms,
+                         "new_only": self.feedback_new_only},
+            "direct_first": self.direct_first,
         }
 
 
