@@ -9,9 +9,12 @@ Ingests each conversation turn by turn through the workers' write path (one tena
 conversation, turn time = session date), recalls every category 1-4 question, and prints
 evidence Recall@5/@10/@20 and All@10 per category for mnemo and for the baselines computed
 here on the same machine (FTS5 porter bm25 over turns, dense over turns with the same
-embedder, their RRF), with recall latency p50/p95 split into query embedding and the rest.
+embedder, their RRF), with recall latency p50/p95 split into query embedding and the rest,
+the rest against the FTS5 baseline's p95 and broken into its parts (``timings_ms``). A
+fact counts as its source turn(s): row ``mnemo`` takes the turns in prompt order (facts
+first, then evidence), row ``mnemo_evidence`` the evidence items alone.
 The metric is described in ../shared/data/locomo/README.md. The last line is
-``overall R@10 mnemo=X best_baseline=Y``.
+``overall R@10 mnemo=X evidence=X best_baseline=Y``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ for extra in (REPO_ROOT, REPO_ROOT / "bench"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from locomo_baselines import METHODS, TurnBaselines  # noqa: E402
+from locomo_baselines import METHODS, for_conversation  # noqa: E402
 from locomo_data import CATEGORIES, Scores, load  # noqa: E402
 from locomo_ingest import ingest  # noqa: E402
 
@@ -37,6 +40,7 @@ from memory_core import Budget, Memory  # noqa: E402
 from memory_core.db import migrate_stores  # noqa: E402
 from memory_core.embedders.factory import make_embedder  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
+from memory_core.recall.result import RecallResult  # noqa: E402
 from memory_core.recall.strategy import RecallStrategy, get_strategy  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
 
@@ -56,7 +60,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                         "(repeatable; for tuning on categories)")
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="keep the databases here (default: a temporary folder)")
+                   help="keep the databases here (default: a temporary folder); an existing "
+                        "store is reused, not re-ingested")
     return p.parse_args(argv)
 
 
@@ -80,6 +85,13 @@ def _strategy(args: argparse.Namespace) -> RecallStrategy:
         args.strategy)
 
 
+def result_turns(result: RecallResult, *, facts: bool = True) -> list[list[str]]:
+    """The turns of a result in the order the prompt shows them: each fact counts as its
+    source turn(s) (``facts``), then each evidence item as its turns."""
+    return [*(list(f.turn_uids) for f in (result.facts if facts else ())),
+            *(list(i.turn_uids) for i in result.items)]
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -92,16 +104,18 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
     configure_logging(settings)
     embedder = make_embedder(settings)
     convs = load(args.data)
-    scores = {name: Scores() for name in ("mnemo", *METHODS)}
+    scores = {name: Scores() for name in ("mnemo", "mnemo_evidence", *METHODS)}
     lat: dict[str, list[float]] = {"embed": [], "rest": [], **{m: [] for m in METHODS}}
+    parts: dict[str, list[float]] = {}
     started = time.perf_counter()
     strategy = _strategy(args)
+    fresh = not (data_dir / "memory_state.db").exists()
     migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
-    paths = {ingest(settings, conv, embedder) for conv in convs}
+    paths = {ingest(settings, conv, embedder) for conv in convs} if fresh else {"reused"}
     ingest_s = time.perf_counter() - started
     with Memory.open(settings, embedder=embedder) as mem, tempfile.TemporaryDirectory() as tmp:
         for conv in convs:
-            base = TurnBaselines(conv, embedder, Path(tmp))
+            base = for_conversation(conv, embedder, Path(tmp))
             for q in conv.questions:
                 t0 = time.perf_counter()
                 result = mem.recall(q.text, tenant=conv.tenant, budget=BUDGET,
@@ -110,8 +124,12 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
                 embed_ms = result.timings_ms.get("embed_ms", 0.0)
                 lat["embed"].append(embed_ms)
                 lat["rest"].append(wall - embed_ms)
-                scores["mnemo"].add(q.category, [list(i.turn_uids) for i in result.items],
-                                    q.evidence)
+                for part, ms in result.timings_ms.items():
+                    if part not in ("embed_ms", "total_ms"):
+                        parts.setdefault(part, []).append(ms)
+                scores["mnemo"].add(q.category, result_turns(result), q.evidence)
+                scores["mnemo_evidence"].add(q.category, result_turns(result, facts=False),
+                                             q.evidence)
                 for method, (ranked, ms) in base.run(q.text).items():
                     scores[method].add(q.category, [[d] for d in ranked], q.evidence)
                     lat[method].append(ms)
@@ -123,7 +141,33 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict:
         "scores": {name: s.table() for name, s in scores.items()},
         "latency_ms": {name: {"p50": round(_pct(v, 50), 2), "p95": round(_pct(v, 95), 2)}
                        for name, v in lat.items()},
+        "recall_parts_ms": parts_table(parts, len(lat["rest"]), sum(lat["rest"])),
     }
+
+
+def parts_table(parts: dict[str, list[float]], n: int, rest_total: float) -> dict:
+    """p50/p95 of each part of recall (``timings_ms``; a part absent from a recall counts
+    0 there) and its share of the time after embedding."""
+    out = {}
+    for part, values in sorted(parts.items()):
+        full = values + [0.0] * (n - len(values))
+        out[part.removesuffix("_ms")] = {
+            "p50": round(_pct(full, 50), 2), "p95": round(_pct(full, 95), 2),
+            "share": round(sum(values) / rest_total, 3) if rest_total else 0.0}
+    return out
+
+
+def print_latency(report: dict, baseline: str = "fts5_porter") -> None:
+    lat, parts = report["latency_ms"], report["recall_parts_ms"]
+    print(f"\nmnemo latency: query embedding p50 {lat['embed']['p50']:.2f} ms, p95 "
+          f"{lat['embed']['p95']:.2f} ms; after embedding p50 {lat['rest']['p50']:.2f} ms, "
+          f"p95 {lat['rest']['p95']:.2f} ms = {lat['rest']['p95'] / lat[baseline]['p95']:.1f}x "
+          f"the FTS5 baseline's p95 ({lat[baseline]['p95']:.2f} ms, same run)")
+    print("parts of recall after embedding (keyword includes the feedback round's FTS; "
+          "dense runs beside keyword on a helper thread when there is one):")
+    print("| part | p50 ms | p95 ms | share of the time |\n|---|---:|---:|---:|")
+    for part, row in parts.items():
+        print(f"| {part} | {row['p50']:.2f} | {row['p95']:.2f} | {row['share']:.0%} |")
 
 
 def _print(report: dict) -> None:
@@ -137,7 +181,7 @@ def _print(report: dict) -> None:
     print("|" + "---|" * len(header))
     lat = report["latency_ms"]
     for name, table in report["scores"].items():
-        if name == "mnemo":
+        if name.startswith("mnemo"):
             p50 = lat["embed"]["p50"] + lat["rest"]["p50"]
             p95 = f"{lat['embed']['p95']:.2f}+{lat['rest']['p95']:.2f}"
         else:
@@ -151,12 +195,11 @@ def _print(report: dict) -> None:
     for cat, row in report["scores"]["mnemo"].items():
         print(f"| {cat} | {row['n']} | {row['R@5']:.3f} | {row['R@10']:.3f} | "
               f"{row['R@20']:.3f} | {row['All@10']:.3f} |")
-    print(f"\nmnemo latency: query embedding p50 {lat['embed']['p50']:.2f} ms, p95 "
-          f"{lat['embed']['p95']:.2f} ms; the rest p50 {lat['rest']['p50']:.2f} ms, p95 "
-          f"{lat['rest']['p95']:.2f} ms")
+    print_latency(report)
     best = max(report["scores"][m]["overall"]["R@10"] for m in METHODS)
     mnemo = report["scores"]["mnemo"]["overall"]["R@10"]
-    print(f"overall R@10 mnemo={mnemo:.3f} best_baseline={best:.3f}")
+    evidence = report["scores"]["mnemo_evidence"]["overall"]["R@10"]
+    print(f"overall R@10 mnemo={mnemo:.3f} evidence={evidence:.3f} best_baseline={best:.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:

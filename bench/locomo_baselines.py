@@ -21,13 +21,20 @@ from memory_core.recall.query import prepare_query
 METHODS = ("fts5_porter", "dense", "rrf")
 
 
-class TurnBaselines:
-    """The three baselines over one conversation's turns."""
+def for_conversation(conv: Conversation, embedder: Embedder, workdir: Path) -> TurnBaselines:
+    """The baselines over one LoCoMo conversation's turns."""
+    return TurnBaselines(conv.tenant, [t.dia_id for _, t in conv.turns()],
+                         [f"[{day_label(s.at)}] {t.speaker}: {t.text}" for s, t in conv.turns()],
+                         embedder, workdir)
 
-    def __init__(self, conv: Conversation, embedder: Embedder, workdir: Path) -> None:
-        self.ids = [t.dia_id for _, t in conv.turns()]
-        docs = [f"[{day_label(s.at)}] {t.speaker}: {t.text}" for s, t in conv.turns()]
-        self.conn = connect(Path(workdir) / f"baseline-{conv.tenant}.db")
+
+class TurnBaselines:
+    """The three baselines over one index of turns: ``ids[i]`` is the turn of ``docs[i]``."""
+
+    def __init__(self, name: str, ids: list[str], docs: list[str], embedder: Embedder,
+                 workdir: Path) -> None:
+        self.ids = ids
+        self.conn = connect(Path(workdir) / f"baseline-{name}.db")
         self.conn.execute("DROP TABLE IF EXISTS docs")
         self.conn.execute("CREATE VIRTUAL TABLE docs USING fts5(text, "
                           "tokenize='porter unicode61 remove_diacritics 2')")

@@ -28,17 +28,22 @@ from memory_core.model.tenants import HUB, require_tenant
 from memory_core.recall import context, facts, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load, merge
 from memory_core.recall.explain import build_explanation
-from memory_core.recall.fusion import Budget, Scorer, apply_budget, diversify
+from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
-from memory_core.recall.strategy import RecallStrategy
+from memory_core.recall.strategy import DIRECT_LISTS, RecallStrategy
 from memory_core.vectors import VectorIndex
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 MAX_SESSION_ID_CHARS = 256
 PPR_SEED_TOP = 5
+# Where each list's time is counted in ``timings_ms`` (``<part>_ms``; the dense lists run
+# beside the keyword ones on a helper thread when there is one).
+LIST_PARTS = {"belief_fts": "keyword", "episode_fts": "keyword", "turn_fts": "keyword",
+              "feedback_fts": "keyword", "belief_dense": "dense", "episode_dense": "dense",
+              "feedback_dense": "dense", "belief_entity": "entity", "neighbour": "neighbour"}
 
 
 @dataclass
@@ -81,6 +86,8 @@ class RecallRun:
     def take(self, fetched: Fetched) -> None:
         """Merge a fetched list; a database error drops the list (and for a dense list,
         dense search) with a reason."""
+        part = f"{LIST_PARTS.get(fetched.name, fetched.name)}_ms"
+        self.timings[part] = self.timings.get(part, 0.0) + fetched.ms
         if fetched.error is None:
             merge(self.pool, fetched.name, fetched.found)
             return
@@ -108,13 +115,17 @@ class Fetched:
     found: list[Candidate] = field(default_factory=list)
     error: str | None = None  # the database error's class name
     dense: bool = False
+    ms: float = 0.0
 
 
 def fetch(name: str, fn: Callable[[], list[Candidate]], *, dense: bool = False) -> Fetched:
+    started = time.perf_counter()
     try:
-        return Fetched(name, fn(), dense=dense)
+        found = Fetched(name, fn(), dense=dense)
     except sqlite_module().Error as e:
-        return Fetched(name, error=type(e).__name__, dense=dense)
+        found = Fetched(name, error=type(e).__name__, dense=dense)
+    found.ms = (time.perf_counter() - started) * 1000
+    return found
 
 
 @dataclass(frozen=True)
@@ -332,9 +343,12 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
-           helper: Helper | None = None, fact_budget: int = 8) -> tuple[RecallResult, str]:
-    """Run one recall; returns the result and its explanation's JSON (for the recall
-    log). ``fact_budget``: facts at most (0: no facts channel)."""
+           helper: Helper | None = None,
+           fact_budget: int = 8) -> tuple[RecallResult, Callable[[], str]]:
+    """Run one recall; returns the result and a function building its explanation's JSON
+    for the recall log (a few milliseconds of Python for ~100 candidates: the log writer
+    calls it on its own thread, off the chat path). ``fact_budget``: facts at most (0: no
+    facts channel)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
@@ -345,6 +359,8 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     ranked = run.rank(explain=True)
     beliefs = [c for c in ranked if c.kind == "belief"]
     ranked = diversify([c for c in ranked if c.kind != "belief"], strategy.session_diversity)
+    if strategy.direct_first:
+        ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)
     found = _facts(run, beliefs, fact_budget)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=len(found.facts) + 1))
@@ -356,9 +372,8 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
         as_of=scope.as_of, used_turn_fallback=run.used_turn_fallback,
         budget={**budget.to_dict(), "facts": fact_budget}, timings_ms=dict(run.timings),
         facts=found.facts)
-    explanation = _explanation(run, [*found.ranked, *ranked], reasons, [*found.kept, *kept],
-                               budget, fact_budget)
-    return result, explanation
+    every, chosen = [*found.ranked, *ranked], [*found.kept, *kept]
+    return result, lambda: _explanation(run, every, reasons, chosen, budget, fact_budget)
 
 
 def _facts(run: RecallRun, beliefs: list[Candidate], budget: int) -> facts.FactsOutcome:

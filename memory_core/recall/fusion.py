@@ -20,9 +20,10 @@ from datetime import datetime
 from memory_core.recall.candidates import Candidate
 from memory_core.recall.ppr import Node
 from memory_core.recall.query import TimeCue, names
-from memory_core.recall.strategy import RecallStrategy
+from memory_core.recall.strategy import DIRECT_LISTS, FEEDBACK_LISTS, RecallStrategy
 
 NO_TIME = TimeCue()
+CAP_STEP = 1e-9  # how far below a session's weakest direct hit an expansion-only one lands
 DIVERSIFY_TOP = 60  # greedy re-ranking is quadratic; below this rank the order is kept
 # Per item, besides its text: the handle, kind and date the prompt line carries.
 ITEM_OVERHEAD_TOKENS = 6
@@ -74,6 +75,7 @@ class Scorer:
         self._rrf = {name: strategy.weight_for(name) * (k + 1) for name in strategy.list_weights}
         self._k = k
         self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
+        self._new_only = strategy.feedback_new_only
         self._named: dict[str, bool] = {}
 
     def _speaker_named(self, speaker: str | None) -> bool:
@@ -111,8 +113,11 @@ class Scorer:
             if cand.fixed is None:
                 self._fix(cand)
             if cand.rrf_ranks != len(cand.ranks):
+                ranks = cand.ranks
+                if self._new_only and not DIRECT_LISTS.isdisjoint(ranks):
+                    ranks = {n: r for n, r in ranks.items() if n not in FEEDBACK_LISTS}
                 cand.rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
-                               for name, rank in cand.ranks.items())
+                               for name, rank in ranks.items())
                 cand.rrf_ranks = len(cand.ranks)
             ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
             cand.score = cand.rrf + ppr_weight * ppr + cand.fixed_sum
@@ -143,6 +148,33 @@ def diversify(ranked: list[Candidate], penalty: float) -> list[Candidate]:
             out.extend(sorted(pool, key=lambda c: (-c.score, c.kind, c.row_id)))
             break
     return out
+
+
+def direct_first(ranked: list[Candidate], direct: frozenset[str]) -> list[Candidate]:
+    """Re-rank so that no candidate found only by expansion lists (neighbours, the graph
+    walk, the feedback round: none of ``direct``) stands above a direct hit of its own chat
+    session: within a session, what matches the query comes before what merely sits next to
+    it or shares words with what matched (LongMemEval: the evidence turn fell below its
+    session-mates). Such a candidate's score is lowered just below the session's weakest
+    direct hit (the ``direct_cap`` component records the factor); the order among the
+    lowered ones is kept."""
+    floor: dict[str, float] = {}
+    for cand in ranked:
+        if cand.session_id is not None and not direct.isdisjoint(cand.ranks):
+            floor[cand.session_id] = min(cand.score, floor.get(cand.session_id, cand.score))
+    moved = False
+    for i, cand in enumerate(ranked):
+        limit = floor.get(cand.session_id) if cand.session_id is not None else None
+        if limit is None or cand.score < limit or not direct.isdisjoint(cand.ranks):
+            continue
+        # Strictly below the floor, and in the order they had (ranked is best first).
+        new = limit - CAP_STEP * (1 + i)
+        cand.components["direct_cap"] = new / cand.score if cand.score else 0.0
+        cand.score = new
+        moved = True
+    if not moved:
+        return ranked
+    return sorted(ranked, key=lambda c: -c.score)  # stable: ties keep their order
 
 
 def apply_budget(ranked: list[Candidate], budget: Budget) -> tuple[list[Candidate],

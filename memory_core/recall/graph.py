@@ -11,6 +11,7 @@ bounded whatever the size of memory.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.tenants import HUB
@@ -18,13 +19,16 @@ from memory_core.recall.candidates import (
     Candidate,
     Scope,
     belief_filter,
-    beliefs_touching,
+    beliefs_touching_each,
     episode_filter,
 )
 from memory_core.recall.ppr import Graph, Node, personalized_pagerank
 from memory_core.recall.strategy import RecallStrategy
 
 MAX_HOPS = 2
+# The walk reads the beliefs of this many frontier entities per statement: fewer round trips
+# than one per entity, without reading a whole frontier when the graph fills early.
+ENTITIES_PER_STATEMENT = 16
 BELIEF_COLUMNS = "b.id, b.subject_id, b.object_entity_id, b.turn_uid"
 
 
@@ -42,18 +46,21 @@ def _add_belief(graph: Graph[Node], row_id: int, subject: str | None, obj: str |
 
 def _expand(conn: Connection, graph: Graph[Node], scope: Scope, seeds: Iterable[str],
             per_entity: int) -> dict[str, int]:
-    """Breadth-first over entities, one indexed query per entity, until the graph is
-    full; returns ``turn_uid -> belief row id`` for linking."""
+    """Breadth-first over entities, a statement per few entities, until the graph is full;
+    returns ``turn_uid -> belief row id`` for linking."""
     frontier = list(dict.fromkeys(seeds))
     seen = set(frontier)
     turn_of: dict[str, int] = {}
     for _hop in range(MAX_HOPS):
         nxt: list[str] = []
-        for entity_id in frontier:
+        found: dict[str, list[tuple[Any, ...]]] = {}
+        for i, entity_id in enumerate(frontier):
             if graph.full:
                 return turn_of
-            for row_id, subject, obj, turn_uid in beliefs_touching(
-                    conn, scope, (entity_id,), BELIEF_COLUMNS, per_entity):
+            if i % ENTITIES_PER_STATEMENT == 0:  # the next few entities' beliefs at once
+                found = beliefs_touching_each(
+                    conn, scope, frontier[i:i + ENTITIES_PER_STATEMENT], per_entity)
+            for row_id, subject, obj, turn_uid in found.get(entity_id, ()):
                 _add_belief(graph, row_id, subject, obj)
                 if turn_uid:
                     turn_of.setdefault(turn_uid, row_id)

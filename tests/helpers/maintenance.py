@@ -75,7 +75,7 @@ class World:
             max_query_chars=4096, budget=Budget(items, 4000), as_of=as_of,
             now=now or self.start)
         write_recall_log(self.ops.conn, tenant, result.query_digest, result.strategy,
-                         explanation, keep=500)
+                         explanation(), keep=500)
         return [f.fact_id for f in result.facts] + [item.item_id for item in result.items]
 
     def close(self) -> None:
