@@ -46,6 +46,7 @@ from memory_core.db.faults import (
     fix_for,
     io_fault,
 )
+from memory_core.db.stores import reopen_connections
 
 log = structlog.get_logger("mnemo.worker")
 
@@ -168,6 +169,7 @@ class StorageGuard(Middleware):
                 self._pause(bad, reported)
             return False
         if paused:
+            reopen_connections()  # those opened during the fault are read-only for good
             self._worker.resume()
             log.info("storage_resumed")
             self._set_paused(False)
