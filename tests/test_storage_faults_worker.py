@@ -177,6 +177,10 @@ def test_a_database_made_read_only_under_a_running_worker_pauses_it_until_writab
             assert "paused: state db readonly" in workers["reason"]
         before = len(_rows(settings))
         assert _rows(settings)[:10] == stored  # what was stored is all there
+        time.sleep(1.0)  # paused: it takes no message (none is processed, none fails)
+        taken = len(worker.events("message_done"))
+        time.sleep(1.5)
+        assert len(worker.events("message_done")) == taken
 
         make_mutable(immutable)
         wait_for(lambda: worker.events("storage_resumed"), 30, interval=0.2)
