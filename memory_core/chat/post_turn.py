@@ -58,7 +58,7 @@ _TURN_FIELDS = tuple(f.name for f in dataclasses.fields(CheckedTurn))
 def turn_payload(t: CheckedTurn) -> dict[str, Any]:
     """The ``turn`` of a record_turn message: the checked turn's fields, JSON values only
     (str, int, None: nothing to copy deeply, so not ``dataclasses.asdict``, which deep-copies
-    each value and is a tenth of ``after_turn``'s CPU)."""
+    each value: 10 us of ``after_turn``'s CPU instead of 1)."""
     return {name: getattr(t, name) for name in _TURN_FIELDS}
 
 
