@@ -98,7 +98,7 @@ def test_a_db_damaged_while_messages_succeed_pauses_the_worker_within_the_bound(
         assert guard is not None
         bound = guard.period_s()  # check_s, or 100 x the probe's CPU time if that is longer
         assert bound < 3 * check_s, (bound, guard.last_cost_s)
-        assert noticed_after <= bound + 1.0, (noticed_after, bound)
+        assert noticed_after <= bound + 2.0, (noticed_after, bound)  # + scheduling slack
         assert paused[0]["databases"] == {"state": "damaged"}
         assert paused[0]["path"] == str(settings.state_db_path)
         assert "mnemo restore latest" in paused[0]["fix"]

@@ -1,6 +1,6 @@
 """The turn journal on the chat side: a turn ``after_turn`` returned for is in the journal
 even if the chat process dies at once (SIGKILL, no close); while Redis is down the journal
-and the spool keep the same bytes, written together."""
+and the spool keep the same bytes (one encoding)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_while_redis_is_down_journal_and_spool_keep_the_same_bytes(tmp_path: Pat
     seed_tenants(settings)
     with Memory.open(settings) as mem:
         first = mem.after_turn(turn(0))  # tries Redis, fails: journal, then spool
-        second = mem.after_turn(turn(1))  # known down: both in one transaction
+        second = mem.after_turn(turn(1))  # known down (the cooldown): straight to the spool
         again = mem.after_turn(turn(1))  # the same turn again: kept once in each
     assert again == second
     journal = _journal(settings)

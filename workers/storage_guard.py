@@ -8,8 +8,10 @@
   immutable file, gives SQLITE_IOERR_WRITE, not SQLITE_READONLY);
 - periodically while messages keep succeeding, every ``check_s`` (``MNEMO_STORAGE_CHECK_S``)
   or, when one probe took longer (``quick_check`` reads the whole file), every 100 times
-  the CPU time the last probe took: the probe costs at most 1% of one thread's time, however
-  big the databases grow. A database damaged in pages no message touches is found this way;
+  the CPU time the last probe took: the probe costs at most 1% of one thread's CPU, however
+  big the databases grow (time waiting for the disk on a cold cache is not counted: it is
+  not taken from the worker threads). A database damaged in pages no message touches is
+  found this way;
 - every ``interval_s`` (``MNEMO_STORAGE_RETRY_S``) while paused.
 
 A probe that finds a database read-only, full or damaged pauses the Dramatiq Worker

@@ -8,8 +8,9 @@ before it sends it: one ``INSERT OR IGNORE`` on a connection that never checkpoi
 (the spool's), tens of microseconds (``bench/enqueue.py --journal on,off``). Durable against
 a crash of the chat process (the row is in the WAL in the OS's page cache when ``after_turn``
 returns), not against a power loss before the background checkpoint's fsync
-(``synchronous=NORMAL``). While Redis is known to be down, the journal row and the spool row
-go in one transaction with one encoding of the message (``Spool.put``). A journal that cannot
+(``synchronous=NORMAL``). When Redis is down the spool stores the journal's encoding of the
+message (one encoding for both rows). The two rows stay two autocommit INSERTs: one
+transaction holding both measured no faster (docs/benchmarks.md). A journal that cannot
 be written is logged and the send goes on: the journal is a safety net, never a reason to
 refuse a turn.
 
@@ -63,19 +64,6 @@ class Journal:
         self.db = db
         self.checkpointer = checkpointer  # the chat side's: never checkpoint inside a put
 
-    @staticmethod
-    def keeps(message: Message[Any]) -> bool:
-        """Whether ``message`` belongs in the journal (a record_turn)."""
-        return message.actor_name == JOURNALED
-
-    def insert(self, conn: Connection, message: Message[Any], body: bytes,
-               now: float | None = None) -> None:
-        """The journal's one statement, on ``conn`` (the caller's transaction, if any)."""
-        kwargs = message.kwargs
-        turn = kwargs.get("turn") or {}
-        conn.execute(_PUT, (message.message_id, kwargs.get("tenant"), turn.get("turn_uid"),
-                            body, time.time() if now is None else now))
-
     def put(self, message: Message[Any], now: float | None = None) -> bytes | None:
         """Keep ``message`` (a record_turn; other jobs are ignored); returns its encoded body
         (for the spool, should Redis fail), None when not kept. Never raises: a write error
@@ -90,8 +78,12 @@ class Journal:
         if message.actor_name != JOURNALED:
             return None
         body = message.encode()
+        kwargs = message.kwargs
+        turn = kwargs.get("turn") or {}
         try:
-            self.insert(self.db.conn, message, body, now)
+            self.db.conn.execute(_PUT, (message.message_id, kwargs.get("tenant"),
+                                        turn.get("turn_uid"), body,
+                                        time.time() if now is None else now))
             if self.checkpointer is not None:
                 self.checkpointer.note_write()
         except sqlite_module().Error as e:

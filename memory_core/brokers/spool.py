@@ -52,30 +52,14 @@ class Spool:
         # The chat side's spool never checkpoints inside a put (see memory_core.db.checkpoint).
         self.checkpointer = checkpointer
 
-    def put(self, message: Message[Any], *, body: bytes | None = None,
-            journal: Journal | None = None) -> bool:
+    def put(self, message: Message[Any], *, body: bytes | None = None) -> bool:
         """Store ``message``; False when its id is spooled already (``message_id`` is unique
         in the table, so the spool never holds an id twice). Raises BrokerError if it
-        cannot.
-
-        ``body``: the message already encoded (the journal's copy). ``journal``: keep the
-        message in the turn journal too, in the same transaction (one commit, one encoding);
-        should that fail, the spool row alone is written.
+        cannot. ``body``: the message already encoded (the turn journal's copy).
         """
         body = message.encode() if body is None else body
-        conn = None
         try:
-            conn = self.db.conn
-            if journal is not None and journal.keeps(message):
-                try:
-                    with atomic(conn):
-                        journal.insert(conn, message, body)
-                        stored = self._insert(conn, message, body)
-                except sqlite_module().Error as e:
-                    log.warning("turn_journal_write_failed", error=type(e).__name__)
-                    stored = self._insert(conn, message, body)
-            else:
-                stored = self._insert(conn, message, body)
+            stored = self._insert(self.db.conn, message, body)
             if self.checkpointer is not None:
                 self.checkpointer.note_write()
             return stored
@@ -137,11 +121,11 @@ class SpoolingEnqueuer:
         return self._deliver(message, self.broker.enqueue_once)
 
     def _deliver(self, message: Message[Any], enqueue: Callable[[Message[Any]], Any]) -> bool:
-        if self.clock() < self._down_until:  # known down: journal and spool in one write
-            return self.spool.put(message, journal=self.journal)
-        body = None
+        body = None  # the journal's encoding, reused by the spool
         if self.journal is not None:  # first: a crash after the send still leaves the copy
             body = self.journal.put(message)
+        if self.clock() < self._down_until:
+            return self.spool.put(message, body=body)
         try:
             result = enqueue(message)
         except _REDIS_DOWN as e:
