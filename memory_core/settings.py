@@ -204,6 +204,8 @@ class Settings:
     # Health (memory_core/health; docs/cli.md `mnemo health`).
     redis_require_persistence: bool = False
     heartbeat_interval_s: int = 5
+    storage_check_s: float = 60.0
+    storage_retry_s: float = 5.0
     heartbeat_keep_s: int = 3_600
     health_stale_s: int = 30
     health_queue_depth: int = 10_000
@@ -480,6 +482,13 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_HEARTBEAT_INTERVAL_S", "heartbeat_interval_s", _int_parser(1, 300),
          "Seconds between the heartbeats each worker and scheduler process writes to "
          "memory_ops.db."),
+    _Var("MNEMO_STORAGE_CHECK_S", "storage_check_s", _fraction_parser(0.1, 86_400.0),
+         "Seconds between a worker's storage probes while its messages succeed (writable, "
+         "free space, PRAGMA quick_check); a probe that took longer runs at most every 100 "
+         "times what it took (at most 1% of one thread's time)."),
+    _Var("MNEMO_STORAGE_RETRY_S", "storage_retry_s", _fraction_parser(0.05, 3_600.0),
+         "Seconds between a paused worker's storage probes (it resumes on the first that "
+         "finds every database writable and undamaged)."),
     _Var("MNEMO_HEARTBEAT_KEEP_S", "heartbeat_keep_s", _int_parser(60, 30 * 86_400),
          "Heartbeats not renewed for this long (stopped or dead processes) are deleted."),
     _Var("MNEMO_HEALTH_STALE_S", "health_stale_s", _int_parser(2, 86_400),

@@ -52,7 +52,8 @@ DEFAULT_GRACE_S = 30.0
 def build_worker_broker(settings: Settings, *,
                         declare: Callable[[Any], Any] | None = None,
                         context: LazyContext | None = None,
-                        guard_interval_s: float = 5.0,
+                        guard_interval_s: float | None = None,
+                        guard_check_s: float | None = None,
                         **broker_options: Any) -> Any:
     """The configured broker with the worker middleware and the actors declared on it.
 
@@ -60,8 +61,9 @@ def build_worker_broker(settings: Settings, *,
     share (default: built from ``settings`` on the first message). ``broker_options`` go to
     ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms, maintenance_interval_s).
     The stack has a StorageGuard on this data dir's ``storage_status``, probing every
-    ``guard_interval_s`` while paused (``workers.storage_guard``), and the process's
-    heartbeat. Raises StoreError / ConfigurationError from the factory, and
+    ``guard_interval_s`` while paused and every ``guard_check_s`` while not (defaults:
+    ``MNEMO_STORAGE_RETRY_S``, ``MNEMO_STORAGE_CHECK_S``; ``workers.storage_guard``), and
+    the process's heartbeat. Raises StoreError / ConfigurationError from the factory, and
     ConfigurationError when Redis runs without persistence and
     ``MNEMO_REDIS_REQUIRE_PERSISTENCE`` is on.
     """
@@ -70,7 +72,10 @@ def build_worker_broker(settings: Settings, *,
     # their commit (memory_ops.db's write lock is shared by every worker process).
     broker_options.setdefault("background_checkpoint", True)
     broker = make_broker(settings, middleware=worker_middleware(
-        probe, guard_interval_s, heartbeats=Heartbeats(settings)), **broker_options)
+        probe, settings.storage_retry_s if guard_interval_s is None else guard_interval_s,
+        heartbeats=Heartbeats(settings),
+        guard_check_s=settings.storage_check_s if guard_check_s is None else guard_check_s),
+        **broker_options)
     _check_persistence(settings, broker)
     dramatiq.set_broker(broker)
     if declare is not None:

@@ -174,15 +174,18 @@ class Heartbeats(Middleware):
 
 
 def worker_middleware(storage_probe: Probe | None = None, guard_interval_s: float = 5.0, *,
-                      heartbeats: Heartbeats | None = None) -> list[Middleware]:
+                      heartbeats: Heartbeats | None = None,
+                      guard_check_s: float | None = 60.0) -> list[Middleware]:
     """The middleware of a worker broker, in order (see the module docstring).
 
-    ``storage_probe`` (``storage_status`` of the worker's settings) adds a StorageGuard;
+    ``storage_probe`` (``storage_status`` of the worker's settings) adds a StorageGuard
+    (probing every ``guard_interval_s`` while paused, every ``guard_check_s`` while not);
     ``heartbeats``: the process's heartbeat (``workers.entry`` passes both; tests of actor
     logic on a StubBroker leave them out).
     """
     guard: list[Middleware] = (
-        [StorageGuard(storage_probe, interval_s=guard_interval_s)] if storage_probe else [])
+        [StorageGuard(storage_probe, interval_s=guard_interval_s, check_s=guard_check_s)]
+        if storage_probe else [])
     stack: list[Middleware] = [
         LogContext(), *guard, AgeOut(), TimeLimit(), ShutdownNotifications(), Callbacks(),
         Pipelines(), DurableRetries(), CurrentMessage(), Audit()]

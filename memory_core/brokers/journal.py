@@ -5,7 +5,12 @@ only covers the time Redis is unreachable. So, on the Redis broker and with
 ``MNEMO_TURN_JOURNAL`` on (the default), the chat side's sender (``SpoolingEnqueuer``)
 writes each ``record_turn`` message to the ``turn_journal`` table of ``memory_ops.db``
 before it sends it: one ``INSERT OR IGNORE`` on a connection that never checkpoints inline
-(the spool's), tens of microseconds (``bench/enqueue.py --journal``). A journal that cannot
+(the spool's), tens of microseconds (``bench/enqueue.py --journal on,off``). Durable against
+a crash of the chat process (the row is in the WAL in the OS's page cache when ``after_turn``
+returns), not against a power loss before the background checkpoint's fsync
+(``synchronous=NORMAL``). When Redis is down the spool stores the journal's encoding of the
+message (one encoding for both rows). The two rows stay two autocommit INSERTs: one
+transaction holding both measured no faster (docs/benchmarks.md). A journal that cannot
 be written is logged and the send goes on: the journal is a safety net, never a reason to
 refuse a turn.
 
@@ -48,6 +53,10 @@ RECORDED_KIND = "record_turn"  # its applied_jobs key kind (memory_core.write.pi
 _REDIS_DOWN = (redis.RedisError, OSError)
 
 
+_PUT = ("INSERT OR IGNORE INTO turn_journal (message_id, tenant, turn_uid, body, sent_at) "
+        "VALUES (?, ?, ?, ?, ?)")
+
+
 class Journal:
     """``turn_journal`` rows in an ops database."""
 
@@ -55,22 +64,32 @@ class Journal:
         self.db = db
         self.checkpointer = checkpointer  # the chat side's: never checkpoint inside a put
 
-    def put(self, message: Message[Any], now: float | None = None) -> None:
-        """Keep ``message`` (a record_turn; other jobs are ignored). Never raises: a write
-        error is logged and the message is sent without its copy."""
+    def put(self, message: Message[Any], now: float | None = None) -> bytes | None:
+        """Keep ``message`` (a record_turn; other jobs are ignored); returns its encoded body
+        (for the spool, should Redis fail), None when not kept. Never raises: a write error
+        is logged and the message is sent without its copy.
+
+        One prepared ``INSERT`` (the driver caches the statement) on this thread's
+        long-lived connection, in autocommit: WAL with ``synchronous=NORMAL``, so the row is
+        in the WAL file (the OS's page cache) when this returns. That survives a crash of
+        the chat process, not a power loss or kernel crash before the next checkpoint's
+        fsync (the background checkpointer's, within about a second).
+        """
         if message.actor_name != JOURNALED:
-            return
-        turn = message.kwargs.get("turn") or {}
+            return None
+        body = message.encode()
+        kwargs = message.kwargs
+        turn = kwargs.get("turn") or {}
         try:
-            self.db.conn.execute(
-                "INSERT OR IGNORE INTO turn_journal (message_id, tenant, turn_uid, body, "
-                "sent_at) VALUES (?, ?, ?, ?, ?)",
-                (message.message_id, message.kwargs.get("tenant"), turn.get("turn_uid"),
-                 message.encode(), time.time() if now is None else now))
+            self.db.conn.execute(_PUT, (message.message_id, kwargs.get("tenant"),
+                                        turn.get("turn_uid"), body,
+                                        time.time() if now is None else now))
             if self.checkpointer is not None:
                 self.checkpointer.note_write()
         except sqlite_module().Error as e:
             log.warning("turn_journal_write_failed", error=type(e).__name__)
+            return None
+        return body
 
     def size(self) -> int:
         return int(self.db.conn.execute("SELECT count(*) FROM turn_journal").fetchone()[0])

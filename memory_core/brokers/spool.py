@@ -52,16 +52,14 @@ class Spool:
         # The chat side's spool never checkpoints inside a put (see memory_core.db.checkpoint).
         self.checkpointer = checkpointer
 
-    def put(self, message: Message[Any]) -> bool:
+    def put(self, message: Message[Any], *, body: bytes | None = None) -> bool:
         """Store ``message``; False when its id is spooled already (``message_id`` is unique
         in the table, so the spool never holds an id twice). Raises BrokerError if it
-        cannot."""
+        cannot. ``body``: the message already encoded (the turn journal's copy).
+        """
+        body = message.encode() if body is None else body
         try:
-            stored = self.db.conn.execute(
-                "INSERT OR IGNORE INTO spool (message_id, queue_name, body, spooled_at) "
-                "VALUES (?, ?, ?, ?)",
-                (message.message_id, message.queue_name, message.encode(),
-                 time.time())).rowcount == 1
+            stored = self._insert(self.db.conn, message, body)
             if self.checkpointer is not None:
                 self.checkpointer.note_write()
             return stored
@@ -70,6 +68,13 @@ class Spool:
                 f"Redis is unreachable and the spool in {self.db.path} cannot be written "
                 f"({type(e).__name__}): start Redis or free the disk; the message was not kept"
             ) from e
+
+    @staticmethod
+    def _insert(conn: Any, message: Message[Any], body: bytes) -> bool:
+        return bool(conn.execute(
+            "INSERT OR IGNORE INTO spool (message_id, queue_name, body, spooled_at) "
+            "VALUES (?, ?, ?, ?)", (message.message_id, message.queue_name, body,
+                                    time.time())).rowcount == 1)
 
     def size(self) -> int:
         return int(self.db.conn.execute("SELECT count(*) FROM spool").fetchone()[0])
@@ -116,17 +121,18 @@ class SpoolingEnqueuer:
         return self._deliver(message, self.broker.enqueue_once)
 
     def _deliver(self, message: Message[Any], enqueue: Callable[[Message[Any]], Any]) -> bool:
+        body = None  # the journal's encoding, reused by the spool
         if self.journal is not None:  # first: a crash after the send still leaves the copy
-            self.journal.put(message)
+            body = self.journal.put(message)
         if self.clock() < self._down_until:
-            return self.spool.put(message)
+            return self.spool.put(message, body=body)
         try:
             result = enqueue(message)
         except _REDIS_DOWN as e:
             if self._down_until == 0.0:
                 log.warning("redis_unreachable_spooling", error=type(e).__name__)
             self._down_until = self.clock() + self.cooldown_s
-            return self.spool.put(message)
+            return self.spool.put(message, body=body)
         if self._down_until:
             log.info("redis_reachable_again")
         self._down_until = 0.0

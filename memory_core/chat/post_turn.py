@@ -30,7 +30,6 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict
 from typing import Any
 
 from dramatiq import Message
@@ -53,9 +52,14 @@ def checked_turn(turn: TurnInput | Mapping[str, Any],
     return check_turn(turn, max_turn_chars)
 
 
+_TURN_FIELDS = tuple(f.name for f in dataclasses.fields(CheckedTurn))
+
+
 def turn_payload(t: CheckedTurn) -> dict[str, Any]:
-    """The ``turn`` of a record_turn message: the checked turn's fields, JSON values only."""
-    return asdict(t)
+    """The ``turn`` of a record_turn message: the checked turn's fields, JSON values only
+    (str, int, None: nothing to copy deeply, so not ``dataclasses.asdict``, which deep-copies
+    each value: 10 us of ``after_turn``'s CPU instead of 1)."""
+    return {name: getattr(t, name) for name in _TURN_FIELDS}
 
 
 def turn_message(conn: Connection, turn: TurnInput | Mapping[str, Any], *,

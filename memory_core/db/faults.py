@@ -77,6 +77,28 @@ def fault_of(exc: BaseException | None) -> str | None:
     return None
 
 
+_IO_CODES = ("SQLITE_IOERR", "SQLITE_CANTOPEN")
+_IO_TEXTS = ("disk I/O error", "unable to open database file")
+
+
+def io_fault(exc: BaseException | None) -> bool:
+    """True when ``exc`` (or what caused it) is a SQLite I/O error that names no fault
+    (SQLITE_IOERR*, SQLITE_CANTOPEN): the file may be unwritable or gone, a probe can tell.
+    A write the kernel refuses on an already open file (EPERM on an immutable file, EIO)
+    is SQLITE_IOERR_WRITE, not SQLITE_READONLY."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        name = getattr(exc, "sqlite_errorname", None)
+        if isinstance(name, str) and any(name == c or name.startswith(c + "_")
+                                         for c in _IO_CODES):
+            return True
+        if any(text in str(exc) for text in _IO_TEXTS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def store_error(exc: BaseException, path: Path | str, doing: str) -> StoreError:
     """The StoreError for a driver error ``exc`` met while ``doing`` something to ``path``.
 

@@ -23,6 +23,24 @@ if TYPE_CHECKING:
 
 KINDS = ("state", "ops")
 
+# Bumped by ``reopen_connections``: each thread's connection is reopened at its next use.
+_generation = 0
+
+
+def reopen_connections() -> None:
+    """Have every ``Database`` of this process open a new connection for each thread at
+    that thread's next use outside a transaction (the old one stays open until the
+    ``Database`` is closed: a caller may still hold it).
+
+    SQLite opens a file it cannot write read-only, silently, and such a connection stays
+    read-only after the file is writable again: a worker's StorageGuard calls this when it
+    resumes, so connections opened during the fault (a heartbeat's, a worker thread's
+    first) do not keep failing.
+    """
+    global _generation
+    _generation += 1
+
+
 _MIGRATE_FIX = ("run `mnemo db migrate`, or start the workers (`mnemo worker` / `mnemo up`), "
                 "which migrate both databases on start")
 
@@ -61,9 +79,15 @@ class Database:
     def conn(self) -> Connection:
         """This thread's connection, opened on first use."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.generation != _generation \
+                and not conn.in_transaction:
+            # Replaced, not closed: a caller may still hold it; ``close()`` closes it.
+            conn = None
         if conn is None:
+            generation = _generation
             conn = self.connect()
             self._local.conn = conn
+            self._local.generation = generation
             with self._lock:
                 self._all.append(conn)
         return conn
