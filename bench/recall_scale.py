@@ -29,6 +29,7 @@ their ratio (shared / alone).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import resource
@@ -72,15 +73,21 @@ def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
     return sorted(words)
 
 
+@functools.cache
+def _zipf_vocabulary(seed: int) -> tuple[list[str], list[float]]:
+    """The vocabulary of ``seed`` and its cumulative Zipf weights (made once per seed: a
+    thousand tenants share one)."""
+    vocab = _vocabulary(random.Random(seed))
+    return vocab, list(_accumulate([1.0 / (rank + 1) for rank in range(len(vocab))]))
+
+
 class Texts:
     """Chat-like sentences: common words, Zipf-distributed content words, names, places."""
 
     def __init__(self, seed: int, vocabulary_seed: int | None = None) -> None:
         self.rng = random.Random(seed)
-        self.vocab = _vocabulary(random.Random(seed if vocabulary_seed is None
-                                               else vocabulary_seed))
-        weights = [1.0 / (rank + 1) for rank in range(len(self.vocab))]
-        self.cum = list(_accumulate(weights))
+        self.vocab, self.cum = _zipf_vocabulary(seed if vocabulary_seed is None
+                                                else vocabulary_seed)
 
     def word(self) -> str:
         return self.rng.choices(self.vocab, cum_weights=self.cum, k=1)[0]

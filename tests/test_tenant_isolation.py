@@ -156,3 +156,22 @@ def test_a_search_reads_only_the_tenants_postings(seeded) -> None:
         f"SELECT DISTINCT tenant FROM episodes WHERE id IN ({','.join('?' * len(docs))})", docs)}
     assert len(docs) == 1 and tenants == {"acme"}
     assert fts.tenant_stats(db.conn, "episodes", "acme") == (1, 4)  # "the" is a token too
+
+
+def test_a_deleted_memory_leaves_no_token_and_no_statistic(seeded, settings) -> None:
+    seeder, db = seeded
+    keep = seeder.turn("acme", "the kayak trip to Lisbon")
+    gone = seeder.turn("acme", "my zanzibarian passphrase is quokkaberry")
+    index = VectorIndex(make_embedder(settings))
+    before = fts.tenant_stats(db.conn, "episodes", "acme")
+    delete_memory(db.conn, index, "acme", "turn", gone)
+    tokens = fts.search_tokens("acme", ["zanzibarian", "passphrase", "quokkaberry"])
+    for table in ("turns", "episodes"):
+        marks = ",".join("?" * len(tokens))
+        assert db.conn.execute(f"SELECT count(*) FROM {table}_fts_i WHERE term IN ({marks})",
+                               tokens).fetchone()[0] == 0
+    assert fts.tenant_stats(db.conn, "episodes", "acme") == (before[0] - 1, before[1] - 5)
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = b"".join(p.read_bytes() for p in settings.data_dir.glob("memory_state.db*"))
+    assert not any(t.encode() in raw for t in tokens)  # optimised and zeroed, not just hidden
+    assert keep and fts.search_tokens("acme", ["kayak"])[0].encode() in raw
