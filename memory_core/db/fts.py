@@ -51,6 +51,28 @@ def tenant_prefix(tenant: str) -> str:
         : PREFIX_CHARS - 1]
 
 
+_STEMS: dict[str, str] = {}  # word -> stem: most words of a chat are common ones
+_MAX_STEMS = 200_000
+
+
+def _stems(words: list[str]) -> tuple[str, ...]:
+    """Stems of ``words``, through the shared cache (another thread may clear it meanwhile:
+    what this call stemmed is kept aside)."""
+    stems = _STEMS
+    missing = [w for w in words if w not in stems]
+    if not missing:
+        try:
+            return tuple([stems[w] for w in words])
+        except KeyError:  # cleared by another thread just now
+            missing = words
+    new = dict(zip(missing, _STEMMER.stem_words(missing), strict=True))
+    if len(stems) > _MAX_STEMS:
+        stems.clear()
+    stems.update(new)
+    return tuple([new[w] if w in new else stems.get(w) or _STEMMER.stem_word(w)
+                  for w in words])
+
+
 @functools.lru_cache(maxsize=4_096)
 def tokens(text: str) -> tuple[str, ...]:
     """The stemmed words of ``text``, in order (repeats kept: they are term frequencies)."""
@@ -58,14 +80,13 @@ def tokens(text: str) -> tuple[str, ...]:
     if not folded.isascii():
         folded = "".join(c for c in unicodedata.normalize("NFKD", folded)
                          if not unicodedata.combining(c))
-    words = _TOKEN_RE.findall(folded)
-    return tuple(_STEMMER.stem_words(words)) if words else ()
+    return _stems(_TOKEN_RE.findall(folded))
 
 
 def index_text(tenant: str, text: str) -> str:
     """What the index holds for one row: its tokens in the tenant's namespace."""
     prefix = tenant_prefix(tenant)
-    return " ".join(prefix + t for t in tokens(text))
+    return " ".join([prefix + t for t in tokens(text)])
 
 
 def token_count(text: str) -> int:
