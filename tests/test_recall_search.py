@@ -44,17 +44,19 @@ def test_rows_matching_a_rare_term_are_ranked_exactly_then_the_common_ones(seede
     got = search.fts(conn, "episode", scope, terms, 20, stats=stats, common_df=1000,
                      rank_budget=10)
     # Only this tenant's rows are in the index, so FTS5's own bm25 is the tenant's here.
-    exact = [r[0] for r in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rank",
-        (fts_index.match("acme", "kayak", "lisbon"),))]
+    exact = conn.execute(
+        "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rank",
+        (fts_index.match("acme", "kayak", "lisbon"),)).fetchall()
+    score = dict(exact)
     with_kayak = {r[0] for r in conn.execute(
         "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?",
         (fts_index.match("acme", "kayak"),))}
     assert len(with_kayak) == 6
     ids = [c.row_id for c in got]
-    # The six kayak rows first, in exactly bm25's order over both terms (the four that
-    # also say Lisbon above the two that do not) ...
-    assert ids[:6] == [r for r in exact if r in with_kayak]
+    # The six kayak rows first, in exactly bm25's order over both terms (equal scores
+    # newest first) ...
+    assert sorted(ids[:6]) == sorted(with_kayak)
+    assert ids[:6] == sorted(with_kayak, key=lambda r: (round(score[r], 9), -r))
     # ... then the newest 10 (the budget) of the rows matching only the common term.
     newest = [r[0] for r in conn.execute(
         "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rowid DESC",

@@ -181,14 +181,16 @@ s AS MATERIALIZED (SELECT p.doc AS doc, max(p.ess) AS ess,
     sum(w.idf * p.tf * ({k1} + 1) / (p.tf + {k1} * (1 - {b} + {b} * {length} / ?2))) AS score
   FROM p JOIN w ON w.tok = p.tok JOIN {t}_fts_docsize z ON z.id = p.doc GROUP BY p.doc)
 """
-# Every row matching an essential token, by score; ties oldest first, as FTS5 orders them.
-_RANKED = "SELECT doc FROM s ORDER BY score DESC, doc"
+# Every row matching an essential token, by score; ties newest first (FTS5 puts the oldest
+# first: on LoCoMo newest-first gave R@5 0.585 and multi-hop R@10 0.437, against 0.578 and
+# 0.419).
+_RANKED = "SELECT doc FROM s ORDER BY score DESC, doc DESC"
 # The same, then the newest ?3 rows matching only other tokens, by score.
 _RANKED_AND_FILL = """SELECT doc FROM (
   SELECT doc, score, 0 AS part FROM s WHERE ess
   UNION ALL SELECT doc, score, 1 FROM (
     SELECT doc, score FROM s WHERE NOT ess ORDER BY doc DESC LIMIT ?3))
-ORDER BY part, score DESC, doc"""
+ORDER BY part, score DESC, doc DESC"""
 
 
 def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
