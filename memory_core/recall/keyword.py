@@ -181,9 +181,8 @@ s AS MATERIALIZED (SELECT p.doc AS doc, max(p.ess) AS ess,
     sum(w.idf * p.tf * ({k1} + 1) / (p.tf + {k1} * (1 - {b} + {b} * {length} / ?2))) AS score
   FROM p JOIN w ON w.tok = p.tok JOIN {t}_fts_docsize z ON z.id = p.doc GROUP BY p.doc)
 """
-# Every row matching an essential token, by score; ties newest first (FTS5 puts the oldest
-# first: on LoCoMo newest-first gave R@5 0.585 and multi-hop R@10 0.437, against 0.578 and
-# 0.419).
+# Every row matching an essential token, by score; ties newest first (FTS5 would put the
+# oldest first; for a memory the newer of two equal matches is the likelier answer).
 _RANKED = "SELECT doc FROM s ORDER BY score DESC, doc DESC"
 # The same, then the newest ?3 rows matching only other tokens, by score.
 _RANKED_AND_FILL = """SELECT doc FROM (
