@@ -1,8 +1,10 @@
-"""Recall latency and peak memory for one tenant with 10k, 100k and 1M memories (a script).
+"""Recall latency and peak memory for one tenant with 10k, 100k and 1M memories, alone or
+among many tenants (a script).
 
 Example:
     .venv/bin/python bench/recall_scale.py
     .venv/bin/python bench/recall_scale.py --sizes 10000,100000 --queries 300
+    .venv/bin/python bench/recall_scale.py --sizes '' --many 1000x1000,10x100000
 
 For each size it generates one tenant's memory straight into a fresh state db (4 episodes,
 each with its raw turn, for every belief; chat-like texts of 6-60 words drawn from a
@@ -16,11 +18,18 @@ to show how fast the machine was. Questions draw their words from the stored voc
 with a keyword-grade (hash) embedder the default strategy does not run dense search (its
 neighbours only repeat FTS), so they would not change the figures; with a semantic embedder
 they would (sqlite-vec is brute force).
+
+``--many TENANTSxMEMORIES``: the same tenant (the same memories) once in a store with
+TENANTS - 1 other tenants of as many memories each (every tenant drawing from the same
+vocabulary, written a batch per tenant in turn), once alone in its own store; the two are
+timed in turn in fresh processes, ``--rounds`` times each, and the table gives both and
+their ratio (shared / alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import resource
@@ -64,15 +73,21 @@ def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
     return sorted(words)
 
 
+@functools.cache
+def _zipf_vocabulary(seed: int) -> tuple[list[str], list[float]]:
+    """The vocabulary of ``seed`` and its cumulative Zipf weights (made once per seed: a
+    thousand tenants share one)."""
+    vocab = _vocabulary(random.Random(seed))
+    return vocab, list(_accumulate([1.0 / (rank + 1) for rank in range(len(vocab))]))
+
+
 class Texts:
     """Chat-like sentences: common words, Zipf-distributed content words, names, places."""
 
     def __init__(self, seed: int, vocabulary_seed: int | None = None) -> None:
         self.rng = random.Random(seed)
-        self.vocab = _vocabulary(random.Random(seed if vocabulary_seed is None
-                                               else vocabulary_seed))
-        weights = [1.0 / (rank + 1) for rank in range(len(self.vocab))]
-        self.cum = list(_accumulate(weights))
+        self.vocab, self.cum = _zipf_vocabulary(seed if vocabulary_seed is None
+                                                else vocabulary_seed)
 
     def word(self) -> str:
         return self.rng.choices(self.vocab, cum_weights=self.cum, k=1)[0]
@@ -99,65 +114,101 @@ def _accumulate(values: list[float]) -> list[float]:
     return out
 
 
-def generate(settings: Settings, size: int, seed: int = GENERATE_SEED,
-             batch: int = 20_000) -> float:
-    """Write ``size`` memories (80% episodes with their turns, 20% beliefs); seconds taken."""
-    started = time.perf_counter()
-    texts = Texts(seed)
-    migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
-    db = open_state(settings)
-    conn = db.conn
-    create_tenant(conn, TENANT)
-    t0 = 1_600_000_000
-    n_beliefs = size // 5
-    n_episodes = size - n_beliefs
-    entities = [f"ent_{i}" for i in range(max(10, size // 50))]
-    with atomic(conn):
-        now = to_db(_dt(t0))
-        conn.executemany("INSERT OR IGNORE INTO entities (tenant, entity_id, name, created_at, "
-                         "updated_at) VALUES (?, ?, ?, ?, ?)",
-                         [(TENANT, e, f"{texts.rng.choice(NAMES)} {e}", now, now)
-                          for e in ["user", *entities]])
-    for start in range(0, n_episodes, batch):
-        rows = []
-        for i in range(start, min(start + batch, n_episodes)):
-            when = to_db(_dt(t0 + i * 60))
-            rows.append((i + 1, f"t{i}", f"s{i // 40}", i % 40, when, texts.sentence()))
+class _Tenant:
+    """One tenant's generated memory, written in chunks (so tenants can take turns)."""
+
+    def __init__(self, tenant: str, size: int, seed: int, t0: int) -> None:
+        self.tenant = tenant
+        # Every tenant draws from the same vocabulary: their words overlap, as people's do.
+        self.texts = Texts(seed, vocabulary_seed=GENERATE_SEED)
+        self.t0 = t0
+        self.n_beliefs = size // 5
+        self.n_episodes = size - self.n_beliefs
+        self.entities = [f"ent_{i}" for i in range(max(10, size // 50))]
+        self.episodes_done = 0
+        self.beliefs_done = 0
+
+    @property
+    def done(self) -> bool:
+        return (self.episodes_done >= self.n_episodes
+                and self.beliefs_done >= self.n_beliefs)
+
+    def start(self, conn: Any) -> None:
+        create_tenant(conn, self.tenant)
         with atomic(conn):
+            now = to_db(_dt(self.t0))
             conn.executemany(
-                "INSERT INTO turns (id, tenant, turn_uid, session_id, idx, speaker, "
-                "occurred_at, text, recorded_at) VALUES (?, 'scale', ?, ?, ?, 'user', ?, ?, ?)",
-                [(r[0], r[1], r[2], r[3], r[4], r[5], r[4]) for r in rows])
-            conn.executemany(
-                "INSERT INTO episodes (id, tenant, episode_uid, session_id, tier, text, "
-                "occurred_at, importance, created_at, updated_at) VALUES (?, 'scale', ?, ?, "
-                "'long_term', ?, ?, 0.5, ?, ?)",
-                [(r[0], f"ep_{r[1]}", r[2], "user: " + r[5], r[4], r[4], r[4]) for r in rows])
-            conn.executemany("INSERT INTO episode_turns (episode_id, turn_id) VALUES (?, ?)",
-                             [(r[0], r[0]) for r in rows])
-    _write_beliefs(conn, texts, entities, n_beliefs, n_episodes, t0, batch)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.close()
-    return time.perf_counter() - started
+                "INSERT OR IGNORE INTO entities (tenant, entity_id, name, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?)",
+                [(self.tenant, e, f"{self.texts.rng.choice(NAMES)} {e}", now, now)
+                 for e in ["user", *self.entities]])
 
-
-def _write_beliefs(conn: Any, texts: Texts, entities: list[str], n_beliefs: int,
-                   n_episodes: int, t0: int, batch: int) -> None:
-    for start in range(0, n_beliefs, batch):
+    def write(self, conn: Any, batch: int, next_id: int) -> int:
+        """Write the next ``batch`` memories (episodes first, then beliefs); the next id."""
+        texts, tenant, t0 = self.texts, self.tenant, self.t0
+        if self.episodes_done < self.n_episodes:
+            rows = []
+            for i in range(self.episodes_done, min(self.episodes_done + batch, self.n_episodes)):
+                when = to_db(_dt(t0 + i * 60))
+                rows.append((next_id, f"t{i}", f"s{i // 40}", i % 40, when, texts.sentence()))
+                next_id += 1
+            self.episodes_done += len(rows)
+            with atomic(conn):
+                conn.executemany(
+                    "INSERT INTO turns (id, tenant, turn_uid, session_id, idx, speaker, "
+                    "occurred_at, text, recorded_at) VALUES (?, ?, ?, ?, ?, 'user', ?, ?, ?)",
+                    [(r[0], tenant, r[1], r[2], r[3], r[4], r[5], r[4]) for r in rows])
+                conn.executemany(
+                    "INSERT INTO episodes (id, tenant, episode_uid, session_id, tier, text, "
+                    "occurred_at, importance, created_at, updated_at) VALUES (?, ?, ?, ?, "
+                    "'long_term', ?, ?, 0.5, ?, ?)",
+                    [(r[0], tenant, f"ep_{r[1]}", r[2], "user: " + r[5], r[4], r[4], r[4])
+                     for r in rows])
+                conn.executemany("INSERT INTO episode_turns (episode_id, turn_id) VALUES (?, ?)",
+                                 [(r[0], r[0]) for r in rows])
+            return next_id
         rows = []
-        for i in range(start, min(start + batch, n_beliefs)):
-            subject, obj = texts.rng.choice(entities), texts.rng.choice(entities)
+        for i in range(self.beliefs_done, min(self.beliefs_done + batch, self.n_beliefs)):
+            subject, obj = texts.rng.choice(self.entities), texts.rng.choice(self.entities)
             pred = texts.rng.choice(PREDICATES)
             when = to_db(_dt(t0 + i * 240))
-            rows.append((f"b{i}", subject, pred, f"{texts.word()} {texts.word()}", obj,
+            rows.append((tenant, f"b{i}", subject, pred, f"{texts.word()} {texts.word()}", obj,
                          f"{subject} {pred.replace('_', ' ')} {texts.word()} {texts.word()}",
-                         when, f"t{texts.rng.randrange(n_episodes)}"))
+                         when, f"t{texts.rng.randrange(self.n_episodes)}"))
+        self.beliefs_done += len(rows)
         with atomic(conn):
             conn.executemany(
                 "INSERT INTO beliefs (tenant, belief_uid, subject_id, predicate, object_text, "
                 "object_entity_id, text, valid_from, recorded_at, status, source, confidence, "
-                "turn_uid) VALUES ('scale', ?, ?, ?, ?, ?, ?, ?, ?, 'active', 'heuristic', 0.8,"
-                " ?)", [(*r[:7], r[6], r[7]) for r in rows])
+                "turn_uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', 'heuristic', 0.8, ?)",
+                [(*r[:8], r[7], r[8]) for r in rows])
+        return next_id
+
+
+def generate(settings: Settings, size: int, seed: int = GENERATE_SEED,
+             batch: int = 20_000, others: int = 0, other_size: int = 0) -> float:
+    """Write ``size`` memories of TENANT (80% episodes with their turns, 20% beliefs) and,
+    with ``others``, as many more tenants of ``other_size`` memories each, every tenant
+    writing a batch in turn; seconds taken. TENANT's memories are the same with or without
+    the others (its own generator)."""
+    started = time.perf_counter()
+    migrate_stores(settings)  # as `mnemo db migrate`: Memory.open only checks the schemas
+    db = open_state(settings)
+    conn = db.conn
+    t0 = 1_600_000_000
+    tenants = [_Tenant(TENANT, size, seed, t0)] + [
+        _Tenant(f"other{k:05d}", other_size, seed + 1 + k, t0) for k in range(others)]
+    for tenant in tenants:
+        tenant.start(conn)
+    next_id = 1
+    step = batch if not others else max(1, min(batch, other_size, size))
+    while not all(t.done for t in tenants):
+        for tenant in tenants:
+            if not tenant.done:
+                next_id = tenant.write(conn, step, next_id)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    return time.perf_counter() - started
 
 
 def _dt(epoch: int) -> datetime:
@@ -207,23 +258,12 @@ def _measure_in_child(data_dir: str, queries: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sizes", default="10000,100000,1000000")
-    p.add_argument("--queries", type=int, default=300)
-    p.add_argument("--rounds", type=int, default=5,
-                   help="fresh processes timed per size; the table gives their medians")
-    p.add_argument("--json-out", type=Path, default=None)
-    p.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the child process
-    args = p.parse_args(argv)
-    if args.measure:
-        print(json.dumps(measure(args.measure, args.queries)))
-        return
+def _single(sizes: list[int], args: argparse.Namespace) -> list[dict]:
     rows = []
     print("| memories | generate s | db MB | recall p50 ms | recall p95 ms | p95 of each round "
           "| CPU reference ms | peak RSS MB |")
     print("|---:|---:|---:|---:|---:|---|---:|---:|")
-    for size in [int(s) for s in args.sizes.split(",")]:
+    for size in sizes:
         with tempfile.TemporaryDirectory(prefix="mnemo-scale-") as tmp:
             settings = Settings.from_env({}, data_dir=Path(tmp), log_level="error")
             gen_s = generate(settings, size)
@@ -239,8 +279,75 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {size:,} | {res['generate_s']} | {res['db_mb']} | {res['p50_ms']} | "
               f"{res['p95_ms']} | {' / '.join(map(str, res['p95_rounds_ms']))} | "
               f"{res['cpu_ref_ms']} | {res['peak_rss_mb']} |", flush=True)
+    return rows
+
+
+def _many(specs: list[tuple[int, int]], args: argparse.Namespace) -> list[dict]:
+    """One tenant among ``n - 1`` others of the same size in one store, against the same
+    tenant (the same memories) alone in a store of its own; the two measured in turn, in
+    fresh processes, ``--rounds`` times each."""
+    rows = []
+    print("| tenants x memories | shared db MB | generate s (shared / alone) | p50 ms shared | "
+          "p50 ms alone | p50 ratio | p95 ms shared | p95 ms alone | p95 ratio "
+          "| p95 of each round (shared; alone) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    for n, m in specs:
+        with tempfile.TemporaryDirectory(prefix="mnemo-many-") as shared, \
+                tempfile.TemporaryDirectory(prefix="mnemo-alone-") as alone:
+            cfg = {d: Settings.from_env({}, data_dir=Path(d), log_level="error")
+                   for d in (shared, alone)}
+            gen_shared = generate(cfg[shared], m, others=n - 1, other_size=m)
+            gen_alone = generate(cfg[alone], m)
+            db_mb = cfg[shared].state_db_path.stat().st_size / 2**20
+            got: dict[str, list[dict]] = {shared: [], alone: []}
+            for _ in range(args.rounds):
+                for d in (alone, shared):
+                    got[d].append(_measure_in_child(d, args.queries))
+        med = {d: {q: statistics.median(r[f"{q}_ms"] for r in got[d]) for q in ("p50", "p95")}
+               for d in got}
+        res = {"tenants": n, "memories_per_tenant": m, "shared_db_mb": round(db_mb, 1),
+               "generate_s": [round(gen_shared, 1), round(gen_alone, 1)],
+               "shared": med[shared], "alone": med[alone],
+               "p50_ratio": round(med[shared]["p50"] / med[alone]["p50"], 2),
+               "p95_ratio": round(med[shared]["p95"] / med[alone]["p95"], 2),
+               "p95_rounds_ms": {"shared": [r["p95_ms"] for r in got[shared]],
+                                 "alone": [r["p95_ms"] for r in got[alone]]}}
+        rows.append(res)
+        print(f"| {n:,} x {m:,} | {res['shared_db_mb']} | {gen_shared:.1f} / {gen_alone:.1f} | "
+              f"{med[shared]['p50']} | {med[alone]['p50']} | {res['p50_ratio']} | "
+              f"{med[shared]['p95']} | {med[alone]['p95']} | {res['p95_ratio']} | "
+              f"{' / '.join(map(str, res['p95_rounds_ms']['shared']))}; "
+              f"{' / '.join(map(str, res['p95_rounds_ms']['alone']))} |", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="10000,100000,1000000",
+                   help="one tenant alone, at each size ('' for none)")
+    p.add_argument("--many", default="",
+                   help="many-tenants mode: TENANTSxMEMORIES, comma-separated, e.g. "
+                        "1000x1000,10x100000")
+    p.add_argument("--queries", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=5,
+                   help="fresh processes timed per size; the table gives their medians")
+    p.add_argument("--json-out", type=Path, default=None)
+    p.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the child process
+    args = p.parse_args(argv)
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.queries)))
+        return
+    out: dict[str, list[dict]] = {}
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    if sizes:
+        out["single"] = _single(sizes, args)
+    specs = [tuple(int(v) for v in x.lower().split("x")) for x in args.many.split(",") if x]
+    if specs:
+        if any(len(spec) != 2 or min(spec) < 1 for spec in specs):
+            raise SystemExit("--many takes TENANTSxMEMORIES, e.g. 1000x1000,10x100000")
+        out["many"] = _many([(a, b) for a, b in specs], args)
     if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+        args.json_out.write_text(json.dumps(out, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -200,6 +200,30 @@ def test_missing_fts5_gives_the_fix(monkeypatch) -> None:
         sqlite_mod._check_fts5(NoFtsModule)
 
 
+def test_an_fts5_without_contentless_delete_gives_the_fix(monkeypatch) -> None:
+    real = sqlite_mod.sqlite_module()
+
+    class OldFts:  # FTS5 of a SQLite older than 3.43
+        def execute(self, sql: str) -> None:
+            if "contentless_delete" in sql:
+                raise real.OperationalError("unrecognized option: \"contentless_delete\"")
+
+        def close(self) -> None:
+            pass
+
+    class OldModule:
+        Error = real.Error
+        sqlite_version = "3.40.1"
+
+        @staticmethod
+        def connect(path: str) -> OldFts:
+            return OldFts()
+
+    monkeypatch.setattr(sqlite_mod, "_fts5_checked", set())
+    with pytest.raises(StoreError, match=r"3\.40\.1.*SQLite 3\.43 or newer.*pysqlite3-binary"):
+        sqlite_mod._check_fts5(OldModule)
+
+
 def test_an_unwritable_data_dir_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_core.db import open_ops, open_state
-from memory_core.db.migrations import _fts_ddl, latest_version
+from memory_core.db import fts, open_ops, open_state
+from memory_core.db.migrations import _create_fts, _fts_ddl, latest_version
+from memory_core.db.schema_state import FTS_TABLES
 from memory_core.db.sqlite import atomic
 from memory_core.model.belief_rules import EXPIRED
 from memory_core.recall.explain import write_recall_log
@@ -48,12 +49,27 @@ def _to_v1_state(conn) -> None:
         conn.execute("DROP TABLE beliefs_now")
         for ddl in V1_INDEXES:
             conn.execute(ddl)
-        for ddl in _fts_ddl("beliefs_fts", "beliefs")[1:]:  # the triggers
-            conn.execute(ddl)
+        _to_v1_fts(conn)
         conn.execute("DROP INDEX ix_episodes_expires")
         conn.execute("ALTER TABLE episodes DROP COLUMN decayed_at")
         conn.execute("DELETE FROM schema_migrations WHERE version > 1")
     conn.execute("PRAGMA user_version = 1")
+
+
+def _to_v1_fts(conn) -> None:
+    """The full-text indexes as migration 1 made them: one vocabulary and one set of
+    statistics for every tenant, external content, porter stemming in FTS5."""
+    for name in FTS_TABLES:
+        for suffix in ("ai", "ad", "au"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}_{suffix}")
+        for table in (f"{name}_v", f"{name}_i", name):
+            conn.execute(f"DROP TABLE {table}")
+    conn.execute("DROP TABLE fts_stats")
+    conn.execute("DELETE FROM meta WHERE key = ?", (fts.META_KEY,))
+    _create_fts(conn)
+    for name in FTS_TABLES:
+        conn.execute(f"INSERT INTO {name}({name}) VALUES ('rebuild')")
+    assert _fts_ddl  # migration 2 makes the beliefs triggers again from it
 
 
 def _to_v1_ops(conn) -> None:
@@ -64,9 +80,15 @@ def _to_v1_ops(conn) -> None:
     conn.execute("PRAGMA user_version = 1")
 
 
+def _matches(conn, table: str, tenant: str, word: str) -> int:
+    return conn.execute(f"SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?",
+                        (fts.match(tenant, word),)).fetchone()[0]
+
+
 def test_a_version_1_store_upgrades_with_its_rows_and_search(tmp_path: Path) -> None:
-    world = make_world(tmp_path / "data", tenants=("t1",))
+    world = make_world(tmp_path / "data", tenants=("t1", "t2"))
     world.turn("t1", "u1", "My sister Ana lives in Porto and loves jazz.")
+    world.turn("t2", "u1", "Porto again: the jazz club in Porto closed.")
     world.belief("t1", "I", "plans_to", "fly to Lisbon", world.start)
     write_recall_log(world.ops.conn, "t1", "d", "default", '{"recalled":[]}', keep=10)
     before = belief_table(world.conn)
@@ -84,23 +106,27 @@ def test_a_version_1_store_upgrades_with_its_rows_and_search(tmp_path: Path) -> 
         assert ops.version() == latest_version("ops")
         assert belief_table(conn) == before
         assert world.index.counts(conn) == vectors
-        assert conn.execute("SELECT count(*) FROM beliefs_fts WHERE beliefs_fts MATCH "
-                            "'lisbon'").fetchone()[0] == 1
+        assert _matches(conn, "beliefs", "t1", "lisbon") == 1
+        # Each tenant's rows under its own tokens, with its own statistics.
+        assert _matches(conn, "turns", "t1", "porto") == 1
+        assert _matches(conn, "turns", "t2", "porto") == 1
+        assert _matches(conn, "turns", "t2", "ana") == 0
+        assert conn.execute("SELECT tenant, rows, tokens FROM fts_stats WHERE tbl = 'turns' "
+                            "ORDER BY tenant").fetchall() == [("t1", 1, 9), ("t2", 1, 8)]
+        assert fts.recorded_version(conn) == fts.TOKENS_VERSION
         # The triggers are back on the new table, and it takes the new status and columns.
         with atomic(conn):
             conn.execute("UPDATE beliefs SET status = ?, access_count = 2 WHERE predicate = "
                          "'plans_to'", (EXPIRED,))
             conn.execute("UPDATE beliefs SET text = 'user plans to fly to Oslo' WHERE "
                          "predicate = 'plans_to'")
-        assert conn.execute("SELECT count(*) FROM beliefs_fts WHERE beliefs_fts MATCH "
-                            "'oslo'").fetchone()[0] == 1
-        assert conn.execute("SELECT count(*) FROM beliefs_fts WHERE beliefs_fts MATCH "
-                            "'lisbon'").fetchone()[0] == 0
+        assert _matches(conn, "beliefs", "t1", "oslo") == 1
+        assert _matches(conn, "beliefs", "t1", "lisbon") == 0
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
                                               "'index'")}
         assert {"ix_beliefs_expires", "ix_beliefs_open_commitments", "ix_beliefs_pending",
                 "ix_beliefs_subject", "ix_episodes_expires"} <= indexes
-        assert conn.execute("SELECT decayed_at FROM episodes").fetchall() == [(None,)]
+        assert conn.execute("SELECT decayed_at FROM episodes").fetchall() == [(None,)] * 2
         assert ops.conn.execute("SELECT applied_at FROM recall_log").fetchall() == [(None,)]
     finally:
         state.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from memory_core.clock import from_db, to_db
+from memory_core.db import fts
 from memory_core.maintenance import reinforce as reinforce_mod
 from memory_core.maintenance.bodies import BODIES
 from memory_core.maintenance.sleep import macro_sleep
@@ -182,30 +183,51 @@ def _fts_rows(world: World, fts: str) -> int:
     return world.conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0]
 
 
+def _pineapple(world: World) -> int:
+    return world.conn.execute("SELECT count(*) FROM turns_fts WHERE turns_fts MATCH ?",
+                              (fts.match("t1", "pineapple"),)).fetchone()[0]
+
+
 def test_fts_drift_is_detected_and_repaired(world: World) -> None:
     for i, text in enumerate((TRAM, PIZZA, "The quarterly budget meeting ran late.")):
         world.turn("t1", f"u{i}", text)
-    # Damage on purpose: shadow rows deleted behind the triggers' back.
+    world.turn("t2", "u9", "Pineapple on pizza, again.")
+    # Damage on purpose: shadow rows deleted behind the triggers' back, an index row
+    # deleted without its base row, and one tenant's statistics wrong.
     world.conn.execute("DELETE FROM episodes_fts_docsize WHERE id IN "
-                       "(SELECT id FROM episodes ORDER BY id LIMIT 2)")
-    tid, text = world.conn.execute("SELECT id, text FROM turns WHERE turn_uid = 'u1'").fetchone()
-    world.conn.execute("INSERT INTO turns_fts(turns_fts, rowid, text) VALUES ('delete', ?, ?)",
-                       (tid, text))
-    assert world.conn.execute("SELECT count(*) FROM turns_fts WHERE turns_fts MATCH "
-                              "'pineapple'").fetchone()[0] == 0
-    assert _fts_rows(world, "episodes_fts") == 1
+                       "(SELECT id FROM episodes WHERE tenant = 't1' ORDER BY id LIMIT 2)")
+    tid = world.conn.execute("SELECT id FROM turns WHERE turn_uid = 'u1' AND tenant = 't1'"
+                             ).fetchone()[0]
+    world.conn.execute("DELETE FROM turns_fts WHERE rowid = ?", (tid,))
+    world.conn.execute("INSERT INTO fts_stats VALUES ('beliefs', 'nobody', 3, 30)")
+    assert _pineapple(world) == 0
+    assert _fts_rows(world, "episodes_fts") == 2
+    stats = world.conn.execute("SELECT tbl, tenant, rows, tokens FROM fts_stats WHERE "
+                               "tbl != 'beliefs' ORDER BY 1, 2").fetchall()
 
     report = macro_sleep(world.after(hours=6))
 
-    assert report.counts["fts_rebuilt"] == 2
-    assert report.counts["fts_rebuilt_episodes_fts"] == "1->3"
-    assert report.counts["fts_rebuilt_turns_fts"] == "2->3"
-    assert "fts_rebuilt_beliefs_fts" not in report.counts
-    for fts, base in (("turns_fts", "turns"), ("episodes_fts", "episodes")):
+    assert report.counts["fts_rebuilt"] == 3
+    assert report.counts["fts_rebuilt_episodes_fts"] == "2->4"
+    assert report.counts["fts_rebuilt_turns_fts"] == "3->4"
+    assert "fts_rebuilt_beliefs_fts" in report.counts  # its statistics were off
+    for name, base in (("turns_fts", "turns"), ("episodes_fts", "episodes")):
         base_rows = world.conn.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
-        assert _fts_rows(world, fts) == base_rows
-    assert world.conn.execute("SELECT count(*) FROM turns_fts WHERE turns_fts MATCH "
-                              "'pineapple'").fetchone()[0] == 1
+        assert _fts_rows(world, name) == base_rows
+    assert _pineapple(world) == 1
+    assert world.conn.execute("SELECT tbl, tenant, rows, tokens FROM fts_stats WHERE "
+                              "tbl != 'beliefs' ORDER BY 1, 2").fetchall() == stats
+    assert world.conn.execute("SELECT count(*) FROM fts_stats WHERE tenant = 'nobody'"
+                              ).fetchone()[0] == 0
+    assert "fts_rebuilt" not in macro_sleep(world.after(hours=12)).counts
+
+
+def test_an_index_made_by_another_tokenizer_is_rebuilt(world: World) -> None:
+    world.turn("t1", "u1", TRAM)
+    world.conn.execute("UPDATE meta SET value = 'older' WHERE key = ?", (fts.META_KEY,))
+    report = macro_sleep(world.after(hours=6))
+    assert report.counts["fts_rebuilt"] == 3
+    assert fts.recorded_version(world.conn) == fts.TOKENS_VERSION
     assert "fts_rebuilt" not in macro_sleep(world.after(hours=12)).counts
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from memory_core import Memory
 from memory_core.clock import to_db, utcnow
+from memory_core.db import fts as fts_index
 from memory_core.recall import search
 from memory_core.recall.candidates import Scope, load
 from memory_core.recall.context import neighbours
@@ -37,26 +38,30 @@ def test_rows_matching_a_rare_term_are_ranked_exactly_then_the_common_ones(seede
     terms = ("kayak", "lisbon")
     # A ranking budget of 10 rows: "kayak" (6 rows) is ranked over every row it matches,
     # "lisbon" (40 rows) only adds to those rows and fills in after them.
-    assert plan_terms(conn, stats, "episodes", terms, 1000, 10) == TermPlan(("kayak",),
-                                                                             ("lisbon",))
+    assert plan_terms(conn, stats, "episodes", terms, 1000, 10, "acme") == TermPlan(
+        ("kayak",), ("lisbon",))
     scope = Scope(tenant="acme", now=to_db(utcnow()))
     got = search.fts(conn, "episode", scope, terms, 20, stats=stats, common_df=1000,
                      rank_budget=10)
-    exact = [r[0] for r in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH '\"kayak\" OR \"lisbon\"' "
-        "ORDER BY rank")]
+    # Only this tenant's rows are in the index, so FTS5's own bm25 is the tenant's here.
+    exact = conn.execute(
+        "SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rank",
+        (fts_index.match("acme", "kayak", "lisbon"),)).fetchall()
+    score = dict(exact)
     with_kayak = {r[0] for r in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'kayak'")}
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?",
+        (fts_index.match("acme", "kayak"),))}
     assert len(with_kayak) == 6
     ids = [c.row_id for c in got]
-    # The six kayak rows first, in exactly bm25's order over both terms (the four that
-    # also say Lisbon above the two that do not) ...
-    assert ids[:6] == [r for r in exact if r in with_kayak]
-    # ... then the rows matching only the common term among its newest 10 (the budget).
+    # The six kayak rows first, in exactly bm25's order over both terms (equal scores
+    # newest first) ...
+    assert sorted(ids[:6]) == sorted(with_kayak)
+    assert ids[:6] == sorted(with_kayak, key=lambda r: (round(score[r], 9), -r))
+    # ... then the newest 10 (the budget) of the rows matching only the common term.
     newest = [r[0] for r in conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'lisbon' ORDER BY rowid DESC "
-        "LIMIT 10")]
-    assert set(ids[6:]) == set(newest) - with_kayak
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rowid DESC",
+        (fts_index.match("acme", "lisbon"),)) if r[0] not in with_kayak][:10]
+    assert set(ids[6:]) == set(newest)
     # Unbounded (budget 0), the same first six.
     unbounded = search.fts(conn, "episode", scope, terms, 20, stats=TermStats(),
                            common_df=1000, rank_budget=0)
@@ -68,24 +73,28 @@ def test_only_common_terms_rank_their_newest_matches(seeded) -> None:
     _world(seeder)
     scope = Scope(tenant="acme", now=to_db(utcnow()))
     # "lisbon" is common at common_df=20: it is searched only among its newest matches.
-    plan = plan_terms(db.conn, TermStats(), "episodes", ("lisbon",), 20, 10)
+    plan = plan_terms(db.conn, TermStats(), "episodes", ("lisbon",), 20, 10, "acme")
     assert plan == TermPlan((), ("lisbon",))
     got = search.fts(db.conn, "episode", scope, ("lisbon",), 5, stats=TermStats(),
                      common_df=20, rank_budget=10)
     newest = [r[0] for r in db.conn.execute(
-        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'lisbon' ORDER BY rowid DESC "
-        "LIMIT 10")]
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? ORDER BY rowid DESC "
+        "LIMIT 10", (fts_index.match("acme", "lisbon"),))]
     assert len(got) == 5 and {c.row_id for c in got} <= set(newest)
 
 
-def test_a_capped_count_is_not_reused_for_a_larger_cap(seeded) -> None:
+def test_frequencies_and_row_counts_are_the_tenants_own(seeded) -> None:
     seeder, db = seeded
     _world(seeder)
+    seeder.tenant("other")
+    for i in range(7):
+        seeder.turn("other", f"Lisbon again, and Lisbon, day {i}")
     stats = TermStats()
-    assert stats.df(db.conn, "episodes", "lisbon", 10) == 10
-    assert stats.df(db.conn, "episodes", "lisbon", 1000) == 40  # not the capped 10
-    assert stats.df(db.conn, "episodes", "lisbon", 10) == 10
-    assert stats.df(db.conn, "episodes", "lisbon", 5000) == 40  # an exact count serves any cap
+    assert stats.df(db.conn, "episodes", "acme", "lisbon") == 40
+    assert stats.df(db.conn, "episodes", "other", "lisbon") == 7
+    assert stats.df(db.conn, "episodes", "other", "kayak") == 0
+    assert stats.tenant_rows(db.conn, "episodes", "acme") == 42
+    assert stats.tenant_rows(db.conn, "episodes", "other") == 7
 
 
 def test_the_recall_log_reads_back_as_dicts_in_either_format(seeded, mem) -> None:

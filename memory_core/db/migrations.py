@@ -22,6 +22,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.clock import to_db, utcnow
+from memory_core.db import fts as fts_index
 from memory_core.db import schema_ops, schema_state
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import SchemaTooNewError, StoreError
@@ -131,6 +132,27 @@ def _rebuild_beliefs(conn: Any) -> None:
         conn.execute(ddl)
 
 
+def _tenant_fts(conn: Any) -> None:
+    """Give every tenant its own keyword statistics (state version 3).
+
+    The first indexes (migration 1) share one vocabulary and one set of bm25 statistics
+    between all tenants: another tenant's rows changed a tenant's ranking, and a search
+    walked every tenant's matches. They are dropped (with their triggers) and made again
+    as ``db.fts`` describes, then filled from the base rows with ``fts_stats``.
+    """
+    create_missing_tables(schema_state.metadata, ["fts_stats"])(conn)
+    for name, base in schema_state.FTS_TABLES.items():
+        for suffix in ("ai", "ad", "au"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}_{suffix}")
+        conn.execute(f"DROP TABLE IF EXISTS {name}_v")
+        conn.execute(f"DROP TABLE IF EXISTS {name}_i")
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        for statement in fts_index.ddl(name, base):
+            conn.execute(statement)
+        fts_index.fill(conn, name, base)
+    fts_index.record_version(conn)
+
+
 def _steps(*steps: Callable[[Any], None]) -> Callable[[Any], None]:
     def apply(conn: Connection) -> None:
         for step in steps:
@@ -154,6 +176,8 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
                   add_column("episodes", "decayed_at", "TEXT"),
                   create_indexes(schema_state.metadata, "episodes"),
               )),
+    Migration(3, "keyword search per tenant: tenant-namespaced FTS tokens and statistics",
+              _tenant_fts),
 )
 
 OPS_MIGRATIONS: tuple[Migration, ...] = (

@@ -218,14 +218,25 @@ tombstones = Table(
     Column("reason", Text, nullable=False),
 )
 
-# Full-text indexes over the text columns: external-content FTS5 kept in step by triggers,
-# so a write or delete of the base row updates the index in the same transaction.
+# Each tenant's rows and tokens in each full-text index (``memory_core.db.fts``): the N and
+# average length of that tenant's own bm25. Kept by the FTS triggers.
+fts_stats = Table(
+    "fts_stats", metadata,
+    Column("tbl", Text, primary_key=True),
+    Column("tenant", Text, primary_key=True),
+    Column("rows", Integer, nullable=False),
+    Column("tokens", Integer, nullable=False),
+)
+
+# Full-text indexes over the text columns (``memory_core.db.fts``): one per table, every
+# token in its tenant's namespace, kept in step by triggers in the same transaction.
 FTS_TABLES: dict[str, str] = {
     # fts table -> base table (column "text", rowid "id")
     "turns_fts": "turns",
     "episodes_fts": "episodes",
     "beliefs_fts": "beliefs",
 }
+# The tokenizer of the first (shared-statistics) indexes, made by state migration 1.
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 # Base tables whose rows have embeddings in sqlite-vec tables (see memory_core.vectors).

@@ -1,9 +1,10 @@
 """The one place that opens SQLite.
 
-Every connection gets WAL, ``busy_timeout``, ``foreign_keys``, ``synchronous=NORMAL`` and the
-sqlite-vec extension, and FTS5 is checked. The stdlib ``sqlite3`` of many Python builds cannot
-load extensions; ``pysqlite3`` (from ``pysqlite3-binary``) can, so the factory picks the first
-module that can and fails at open, saying what is missing and how to fix it, when none can.
+Every connection gets WAL, ``busy_timeout``, ``foreign_keys``, ``synchronous=NORMAL``, the
+sqlite-vec extension and the full-text triggers' functions (``db.fts``), and FTS5 is
+checked. The stdlib ``sqlite3`` of many Python builds cannot load extensions; ``pysqlite3``
+(from ``pysqlite3-binary``) can, so the factory picks the first module that can and fails at
+open, saying what is missing and how to fix it, when none can.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+from memory_core.db import fts as fts_index
 from memory_core.db.faults import store_error
 from memory_core.errors import StoreError
 
@@ -88,9 +90,14 @@ def _check_fts5(mod: ModuleType) -> None:
     conn = mod.connect(":memory:")
     try:
         conn.execute("CREATE VIRTUAL TABLE _mnemo_fts5_probe USING fts5(x)")
+        # The indexes are contentless with deletes by rowid (db.fts): SQLite 3.43 or newer.
+        conn.execute("CREATE VIRTUAL TABLE _mnemo_fts5_probe2 USING fts5(x, content='', "
+                     "contentless_delete=1)")
     except mod.Error as e:
+        version = getattr(mod, "sqlite_version", "?")
         raise StoreError(
-            "this SQLite has no FTS5 full-text search, which mnemo needs: "
+            f"this SQLite ({version}) has no FTS5 full-text search with contentless_delete "
+            "(SQLite 3.43 or newer), which mnemo needs: "
             f"install pysqlite3-binary (SQLite with FTS5) or {_INSTALL_HINT}"
         ) from e
     finally:
@@ -173,6 +180,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
         ) from e
     try:
         _load_sqlite_vec(conn)
+        fts_index.register(conn)  # the full-text triggers call it
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":

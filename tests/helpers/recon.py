@@ -114,9 +114,8 @@ def dump(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
     for (vec,) in conn.execute("SELECT name FROM sqlite_master WHERE name GLOB '*_vec_g*' AND "
                                "sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall():
         out[vec] = sorted(conn.execute(f"SELECT rowid, tenant, embedding FROM {vec}").fetchall())
-    for fts in ("episodes_fts", "beliefs_fts", "turns_fts"):
-        out[fts] = sorted(conn.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH 'user OR "
-                                       "ana OR rex OR thanks'").fetchall())
+    for fts in ("episodes_fts", "beliefs_fts", "turns_fts"):  # every token of every row
+        out[fts] = sorted(conn.execute(f"SELECT term, doc, offset FROM {fts}_i").fetchall())
     return out
 
 
