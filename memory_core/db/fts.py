@@ -28,7 +28,12 @@ from typing import Any
 
 from py_rust_stemmers import SnowballStemmer
 
-from memory_core.db.schema_state import FTS_TABLES
+FTS_TABLES: dict[str, str] = {
+    # fts table -> base table (column "text", rowid "id")
+    "turns_fts": "turns",
+    "episodes_fts": "episodes",
+    "beliefs_fts": "beliefs",
+}
 
 __all__ = ["FTS_TABLES", "ddl", "fill", "index_text", "match", "register", "search_tokens",
            "tokens"]

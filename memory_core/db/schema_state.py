@@ -22,6 +22,7 @@ from sqlalchemy import (
     text,
 )
 
+from memory_core.db import fts as fts_tables
 from memory_core.db.schema_common import bookkeeping_tables
 from memory_core.vocabulary import SOURCES, STATUSES, TIERS, sql_list
 
@@ -230,12 +231,9 @@ fts_stats = Table(
 
 # Full-text indexes over the text columns (``memory_core.db.fts``): one per table, every
 # token in its tenant's namespace, kept in step by triggers in the same transaction.
-FTS_TABLES: dict[str, str] = {
-    # fts table -> base table (column "text", rowid "id")
-    "turns_fts": "turns",
-    "episodes_fts": "episodes",
-    "beliefs_fts": "beliefs",
-}
+# fts table -> base table (column "text", rowid "id"); kept in db.fts, which the CLI's first
+# import loads without SQLAlchemy.
+FTS_TABLES = fts_tables.FTS_TABLES
 # The tokenizer of the first (shared-statistics) indexes, made by state migration 1.
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
