@@ -165,7 +165,10 @@ def test_settings_configure_the_front_and_zero_turns_it_off() -> None:
 
 def test_a_failed_embedding_leaves_nothing_written(state_db: Database) -> None:
     """The write path embeds before its transaction: an error there writes no row."""
-    create_tenant(state_db.conn, "acme")
+    create_tenant(state_db.conn, "acme")  # writes the tenant's hub (and its outbox row)
+    tables = ("turns", "episodes", "applied_jobs", "outbox")
+    before = {t: state_db.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in tables}
     front = BatchingEmbedder(Recording(fail_on="Lisbon"), window_ms=1)
     index = VectorIndex(front)
     turn = {"tenant": "acme", "session_id": "s1", "turn_uid": "s1:1", "index": 1,
@@ -173,8 +176,8 @@ def test_a_failed_embedding_leaves_nothing_written(state_db: Database) -> None:
     with pytest.raises(EmbedderError):
         pipeline.record_turn_and_episode(state_db, index, turn)
     conn = state_db.conn
-    for table in ("turns", "episodes", "applied_jobs", "outbox"):
-        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+    for table in tables:
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == before[table], table
     front.close()
 
 
