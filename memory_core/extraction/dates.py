@@ -25,6 +25,7 @@ Conventions (best effort; conversation is ambiguous and these are the documented
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -251,16 +252,26 @@ def _h_iso(m: re.Match[str], today: date, prefer: Prefer) -> _Span | None:
 
 @dataclass(frozen=True)
 class _Rule:
-    full: re.Pattern[str]  # what resolve_relative accepts (after an optional preposition)
-    find: re.Pattern[str]  # what find_date_phrases accepts inside running text
+    """A date rule; its regexes compile on first use (importing the extractor stays cheap)."""
+
+    full_src: str  # what resolve_relative accepts (after an optional preposition)
+    find_src: str  # what find_date_phrases accepts inside running text
     handler: _Handler
+
+    @functools.cached_property
+    def full(self) -> re.Pattern[str]:
+        return re.compile(self.full_src, re.IGNORECASE)
+
+    @functools.cached_property
+    def find(self) -> re.Pattern[str]:
+        return re.compile(self.find_src, re.IGNORECASE)
 
 
 def _rule(full: str, handler: _Handler, find: str | None = None) -> _Rule:
     find_src = find if find is not None else _PREP + f"(?:{full})"
     return _Rule(
-        full=re.compile(_PREP + f"(?:{full})", re.IGNORECASE),
-        find=re.compile(rf"(?<![\w@/.-])(?:{find_src})(?![\w@/-])", re.IGNORECASE),
+        full_src=_PREP + f"(?:{full})",
+        find_src=rf"(?<![\w@/.-])(?:{find_src})(?![\w@/-])",
         handler=handler,
     )
 
