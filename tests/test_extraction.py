@@ -25,7 +25,7 @@ from memory_core.model.hygiene import check_subject
 from memory_core.model.predicates import PREDICATES
 
 CASES_PATH = Path(__file__).parent / "data" / "extraction_cases.jsonl"
-MIN_PRECISION = 0.9
+MIN_PRECISION = 0.95
 MIN_RECALL = 0.6
 MIN_DATE_ACCURACY = 0.9
 ANCHOR = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday

@@ -15,6 +15,7 @@ Runtime is linear in the input: at most ``MAX_TEXT_CHARS`` are read, sentences l
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,8 +30,23 @@ from memory_core.extraction.dates import (
     find_date_phrases,
     resolve_relative,
 )
-from memory_core.extraction.lexicon import NUMBER_WORDS, REL_PREDICATE, VERB_LEMMA
-from memory_core.extraction.text import clauses, clean_name, clean_object, clean_remembered
+from memory_core.extraction.lexicon import (
+    NAME_BODY,
+    NUMBER_WORDS,
+    REL_ADJS,
+    REL_GENDER,
+    REL_PREDICATE,
+    VERB_LEMMA,
+    alt,
+    rel_label,
+)
+from memory_core.extraction.text import (
+    clauses,
+    clean_lower_place,
+    clean_name,
+    clean_object,
+    clean_remembered,
+)
 from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
 from memory_core.model.predicates import PREDICATES
@@ -130,6 +146,78 @@ _REL_EXTRA = {"best friends": "friend_of", "friends": "friend_of", "married": "m
               "colleagues": "colleague_of"}  # fmt: skip
 
 
+UNNAMED_PREFIX = "user's "  # the label of an unnamed relative: "my brother" -> "user's brother"
+
+_PRONOUN_START = re.compile(r"^(?P<p>he|she)(?P<s>['’]s|\s+)(?P<been>(?:been|got|gotten|gone)\b)?",
+                            re.IGNORECASE)
+
+
+@functools.cache
+def _rel_mention() -> re.Pattern[str]:
+    """"my (older) brother (Tom)": compiled on first use, like the rules."""
+    return re.compile(
+        rf"\bmy\s+{REL_ADJS}(?P<rel>{alt(tuple(REL_PREDICATE))})(?![\w'’-])"
+        rf"(?:,?\s+(?P<name>{NAME_BODY}))?", re.IGNORECASE)
+
+
+_NAME_ONLY = re.compile(rf"^(?P<name>{NAME_BODY})[.!]?$")
+_I_FORMS = frozenset({"i", "i'm", "i've", "i'll", "i'd", "i’m", "i’ve", "i’ll", "i’d"})
+_WORD = re.compile(r"[^\W\d_][\w'’]*")
+_UNIT_WORDS = frozenset({"team", "department", "group", "division", "unit", "office", "shift",
+                         "floor", "desk", "squad"})
+_REFERENT_REACH = 2  # "he"/"she" may name a person mentioned at most this many clauses back
+
+
+@dataclass
+class _Referent:
+    """Who "he"/"she" at the start of a clause names: the last third party of the turn."""
+
+    text: str | None = None  # as it would be written: "Eli", "my son"
+    gender: str | None = None  # "he", "she" or None (a name: either)
+    age: int = 0  # clauses since the mention
+
+    def resolve(self, clause: str) -> str:
+        m = _PRONOUN_START.match(clause)
+        if m is None or self.text is None or self.age > _REFERENT_REACH:
+            return clause
+        pronoun = m.group("p").lower()
+        if self.gender is not None and self.gender != pronoun:
+            return clause
+        verb = (" has " if m.group("been") else " is ") if m.group("s").strip() else " "
+        return self.text + verb + clause[m.end("s"):]
+
+    def update(self, clause: str, cands: list[CandidateBelief]) -> None:
+        self.age += 1
+        third = [c.subject for c in cands if c.subject != SPEAKER]
+        mention = None
+        for mention in _rel_mention().finditer(clause):
+            pass
+        if third:
+            subject = third[-1]
+            if subject.startswith(UNNAMED_PREFIX):
+                word = subject.removeprefix(UNNAMED_PREFIX)
+                self._set("my " + word, REL_GENDER.get(word))
+            else:
+                word = rel_label(mention.group("rel")) if mention and mention.group("name") \
+                    == subject else ""
+                self._set(subject, REL_GENDER.get(word))
+        elif mention is not None:
+            word = rel_label(mention.group("rel"))
+            name = mention.group("name")
+            self._set(name if name else "my " + word, REL_GENDER.get(word))
+        elif (only := _NAME_ONLY.match(clause)) and clean_name(only.group("name")):
+            self._set(only.group("name"), None)
+
+    def _set(self, text: str, gender: str | None) -> None:
+        self.text, self.gender, self.age = text, gender, 0
+
+
+def _casual(clause: str) -> bool:
+    """Written without capitals ("i moved to denver"): a lowercase place may be a name."""
+    words = _WORD.findall(clause)[1:]
+    return not any(w.lower() not in _I_FORMS and not w.islower() for w in words)
+
+
 @dataclass(frozen=True)
 class _Gates:
     blocked: bool
@@ -167,8 +255,9 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     if not isinstance(turn.text, str) or not turn.text.strip():
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
+    referent = _Referent()
     for sentence in split_sentences(turn.text):
-        for cand in _extract_sentence(sentence, anchor):
+        for cand in _extract_sentence(sentence, anchor, referent):
             key = (normalize_label(cand.subject), cand.predicate,
                    normalize_label(cand.object), cand.negated)  # fmt: skip
             if key not in best or cand.confidence > best[key].confidence:
@@ -178,7 +267,8 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     return [c for k, c in best.items() if not (k[1] == "plans_to" and (k[0], k[2]) in promised)]
 
 
-def _extract_sentence(sentence: str, anchor: datetime) -> list[CandidateBelief]:
+def _extract_sentence(sentence: str, anchor: datetime,
+                      referent: _Referent | None = None) -> list[CandidateBelief]:
     text = sentence
     explicit_match = _EXPLICIT.match(text)
     explicit = explicit_match is not None
@@ -188,14 +278,19 @@ def _extract_sentence(sentence: str, anchor: datetime) -> list[CandidateBelief]:
     out: list[CandidateBelief] = []
     # A leading condition governs the whole sentence: "If I get the job, I'm moving to X".
     conditional = _CONDITIONAL_START.match(text) is not None
+    referent = referent if referent is not None else _Referent()
     for clause in [] if conditional else clauses(text):
+        clause = referent.resolve(clause)
         gates = _gates(clause)
-        if gates.blocked:
-            continue
-        phrases = find_date_phrases(clause)
-        for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
-            for match in rule.pattern.finditer(clause):
-                out.extend(_apply(rule, match, clause, phrases, anchor, explicit))
+        found: list[CandidateBelief] = []
+        if not gates.blocked:
+            phrases = find_date_phrases(clause)
+            casual = _casual(clause)
+            for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
+                for match in rule.pattern.finditer(clause):
+                    found.extend(_apply(rule, match, clause, phrases, anchor, explicit, casual))
+        referent.update(clause, found)
+        out.extend(found)
     if explicit and not out:
         remembered = clean_remembered(text)
         if remembered:
@@ -207,7 +302,8 @@ def _extract_sentence(sentence: str, anchor: datetime) -> list[CandidateBelief]:
 
 
 def _group_values(
-    rule: rules.Rule, match: re.Match[str], clause: str, phrases: list[DatePhrase]
+    rule: rules.Rule, match: re.Match[str], clause: str, phrases: list[DatePhrase],
+    casual: bool = False,
 ) -> dict[str, tuple[str, ...]]:
     """Each filled group's cleaned value(s); a group that fails cleaning is left out."""
     values: dict[str, tuple[str, ...]] = {}
@@ -220,6 +316,11 @@ def _group_values(
             span = _without_dates(clause, match.start(group), match.end(group), phrases, policy)
             cleaned = clean_object(span, policy, rule.max_words, rule.split_and, rule.reject,
                                    rule.strip_possessive)  # fmt: skip
+            if cleaned is None and policy == "proper" and casual:
+                cleaned = clean_lower_place(span)
+        elif group == "rel":
+            cleaned = _lookup(group, raw)
+            values["relword"] = (rel_label(raw),)
         elif group in ("name", "name2"):
             cleaned = clean_name(raw)
         else:
@@ -310,8 +411,9 @@ def _apply(
     phrases: list[DatePhrase],
     anchor: datetime,
     explicit: bool,
+    casual: bool = False,
 ) -> list[CandidateBelief]:
-    values = _group_values(rule, match, clause, phrases)
+    values = _group_values(rule, match, clause, phrases, casual)
     valid_from, valid_to, dated = _dates(rule, clause, phrases, anchor)
     if rule.requires_date and not dated:
         return []
@@ -323,6 +425,8 @@ def _apply(
         for subject, predicate, obj in _expand(subject_t, predicate_t, object_t, values):
             if predicate not in PREDICATES or check_subject(subject) is not None:
                 continue
+            if predicate == "works_at" and obj.lower().rsplit(" ", 1)[-1] in _UNIT_WORDS:
+                continue  # "a nurse at the night shift", "engineer at the platform team"
             out.append(CandidateBelief(subject, predicate, obj, source, confidence,
                                        valid_from, valid_to, rule.negated))  # fmt: skip
     return out
@@ -342,6 +446,8 @@ def _expand(
     derived = dict(values)
     if "rel" in values:
         derived["rel_pred"] = values["rel"]
+        if "name" not in values and "relword" in values:  # "my brother lives in ..."
+            derived["name"] = (UNNAMED_PREFIX + values["relword"][0],)
     if "verb" in values:
         derived["verb_lemma"] = values["verb"]
     needed = {f for t in (subject_t, predicate_t, object_t) for f in _FIELD.findall(t)}

@@ -29,7 +29,13 @@ JOBS = lex(
     "mathematician|economist|banker|realtor|real estate agent|receptionist|secretary|"
     "sysadmin|tutor|coach|personal trainer|dancer|actor|actress|comedian|filmmaker|intern|"
     "caregiver|nanny|midwife|soldier|youtuber|streamer|podcaster|social media manager|"
-    "stay-at-home mom|stay-at-home dad|stay-at-home parent|student|grad student|phd student"
+    "stay-at-home mom|stay-at-home dad|stay-at-home parent|student|grad student|phd student|"
+    "team lead|tech lead|lead|director|trainer|server|sous chef|head chef|line cook|"
+    "engineering manager|supervisor|coordinator|specialist|administrator"
+)
+DIETS = lex(
+    "vegetarian|vegan|pescatarian|pescetarian|keto|paleo|plant-based|gluten-free|dairy-free|"
+    "flexitarian|carnivore|whole30|low-carb|raw vegan|lacto-vegetarian|ovo-vegetarian"
 )
 JOB_MODIFIER_BLOCK = lex(
     "of|the|a|an|and|or|my|your|not|big|huge|fan|bit|little|lot|kind|sort|such|total|really|"
@@ -79,6 +85,32 @@ _REL_GROUPS = {
     "team lead|cofounder|co-founder|business partner",
 }
 REL_PREDICATE = {w: pred for pred, words in _REL_GROUPS.items() for w in lex(words)}
+# The label of an unnamed relative ("my mum" -> "user's mom") and who "he"/"she" can be.
+REL_CANONICAL = {
+    "mother": "mom", "mum": "mom", "mommy": "mom", "father": "dad", "daddy": "dad",
+    "hubby": "husband", "sis": "sister", "gf": "girlfriend", "bf": "boyfriend",
+    "fiancé": "fiance", "fiancée": "fiancee", "co-worker": "coworker", "grandmother": "grandma",
+    "granny": "grandma", "nana": "grandma", "grandfather": "grandpa", "grandad": "grandpa",
+    "granddad": "grandpa", "step-sister": "stepsister", "step-brother": "stepbrother",
+    "step-son": "stepson", "step-daughter": "stepdaughter", "bestie": "best friend",
+    "bff": "best friend", "co-founder": "cofounder", "auntie": "aunt",
+}  # fmt: skip
+_MALE = lex(
+    "brother|twin brother|half-brother|stepbrother|husband|boyfriend|fiance|son|stepson|dad|"
+    "stepdad|stepfather|uncle|grandpa|grandson|nephew|father-in-law|brother-in-law|son-in-law"
+)
+_FEMALE = lex(
+    "sister|twin sister|half-sister|stepsister|wife|girlfriend|fiancee|daughter|stepdaughter|"
+    "mom|stepmom|stepmother|aunt|grandma|granddaughter|niece|mother-in-law|sister-in-law|"
+    "daughter-in-law"
+)
+REL_GENDER = {**{w: "he" for w in _MALE}, **{w: "she" for w in _FEMALE}}
+
+
+def rel_label(word: str) -> str:
+    """The canonical relation word: "Mum" -> "mom", "older  sis" is not a relation word."""
+    low = " ".join(word.lower().split())
+    return REL_CANONICAL.get(low, low)
 REL_ADJ = lex(
     "older|younger|big|little|baby|twin|best|oldest|youngest|eldest|middle|close|good|old|"
     "childhood|dear|new|lovely|amazing|awesome|wonderful|sweet|beautiful|favorite|favourite"
@@ -180,5 +212,11 @@ DATE_SURFACE_BARE = (
     rf"|(?:19|20)\d\d)(?![\w])"
 )
 DATE_SURFACE = rf"(?P<obj>{DATE_SURFACE_BARE})"
-# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ..."
-TP = rf"^(?:my\s+{REL_ADJS}{REL}(?:\s+|,\s*(?={NAME_WORD},)))?{NAME},?\s+{ADV}"
+# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ...",
+# "my brother ..."
+TP = (
+    rf"^(?:my\s+{REL_ADJS}{REL}(?:(?:\s+|,\s*(?={NAME_WORD},))(?=(?-i:{NAME_WORD})))?)?"
+    rf"{NAME}?,?\s+{ADV}"
+)  # without a name ("my brother lives in ..."), the subject is "user's brother"
+# A run of capitalised words: an organisation named without a cue ("I joined Stripe").
+CAPS = r"(?-i:[A-Z])[\w&'’.-]*(?:\s+(?-i:[A-Z])[\w&'’.-]*){0,3}"

@@ -20,8 +20,10 @@ from typing import Literal
 from memory_core.extraction.lexicon import (
     ADV,
     APPOINTMENTS,
+    CAPS,
     DATE_SURFACE,
     DATE_SURFACE_BARE,
+    DIETS,
     END,
     EVENTS,
     GENDERS,
@@ -175,10 +177,50 @@ _UNIT = (
     r"(?:the\s+(?:[\w-]+\s+){0,2}?(?:team|group|department|division|office|branch|lab|unit)\s+"
     r"(?:at|of|in)\s+(?=(?-i:[A-Z])))?"
 )
+# "a small firm called Baker Tilly": the employer is the name.
+_CALLED = (
+    r"(?:(?:an?|the)\s+(?:[\w-]+\s+){0,3}?(?:company|firm|startup|agency|shop|restaurant|"
+    r"bakery|store|studio|lab|nonprofit|place|business|bank|school|hospital|clinic|cafe)\s+"
+    r"(?:called|named)\s+(?=(?-i:[A-Z])))?"
+)
+# What may follow an employer named without a cue ("I joined Stripe last week"), so that
+# "I joined Sarah for lunch" is not a job.
+_ORG_END = (
+    r"(?=\s*(?:$|[,.!;:)]|as\b|in\b|on\b|last\b|this\b|earlier\b|a\s+(?:few|couple)\b|"
+    r"(?:\w+\s+){1,2}ago\b|back\b|recently\b|now\b|today\b|yesterday\b|and\s+I\b|so\b|"
+    r"but\b|because\b|full[\s-]time\b|part[\s-]time\b|after\b|actually\b|too\b|"
+    r"officially\b|lol\b|haha\b))"
+)
+_JOIN = (
+    r"(?:joined|started\s+at|started\s+working\s+(?:at|for)|began\s+at|"
+    r"got\s+(?:a|an|the)\s+(?:new\s+)?(?:job|position|role)\s+(?:at|with))"
+)
+_DIET = (
+    rf"(?P<diet>{alt(DIETS)})(?![\w-])(?!\s+(?:restaurant|restaurants|food|place|places|recipe|"
+    r"recipes|cafe|option|options|dish|dishes|meal|meals|burger|burgers|cheese|friend|friends|"
+    r"bakery|menu|version|chef|cook|cookbook|blog|alternative|alternatives|snack|snacks)\b)"
+)
 WORK_RULES = (
-    _r("work_at", rf"\bI\s+{ADV}work\s+(?:at|for)\s+{_UNIT}{OBJ}", f"{_S} works_at {{obj}}",
-       date_role="since", confidence=0.8),
-    _r("working_at", rf"{I_AM}\s+{ADV}(?:working|employed)\s+(?:at|for|by)\s+{_UNIT}{OBJ}",
+    _r("work_at", rf"\bI\s+{ADV}work\s+(?:at|for)\s+{_UNIT}{_CALLED}{OBJ}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.8),
+    _r("joined", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}{_JOIN}\s+{_CALLED}(?P<obj>{CAPS}){_ORG_END}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.7),
+    _r("join_as", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}(?:{_JOIN}|(?:was|got)\s+hired\s+(?:at|by))\s+"
+       rf"[^,.;]{{1,60}}?\s+as\s+(?:an?\s+|the\s+|their\s+|our\s+)?{JOB}",
+       f"{_S} job_title_is {{job}}", date_role="since", confidence=0.7),
+    _r("with_now", rf"{I_AM}\s+(?:now|currently)\s+with\s+(?P<obj>{CAPS}){_ORG_END}",
+       f"{_S} works_at {{obj}}", confidence=0.65),
+    _r("with_now_after", rf"{I_AM}\s+with\s+(?P<obj>{CAPS})\s+now\b", f"{_S} works_at {{obj}}",
+       confidence=0.65),
+    _r("quit_org", rf"\bI\s+{ADV}quit\s+(?P<obj>{CAPS})(?![\w'’-])", f"{_S} works_at {{obj}}",
+       negated=True, confidence=0.65),
+    _r("promoted", rf"(?:\bI\s+{ADV}|^{ADV})(?:got|was|have\s+been|['’]ve\s+been)\s+{ADV}"
+       rf"promoted\s+to\s+(?:an?\s+|the\s+)?{JOB}", f"{_S} job_title_is {{job}}",
+       date_role="since", confidence=0.75),
+    _r("job_now", rf"{I_AM}\s+{ADV}(?:now|officially)\s+(?:the\s+)?(?!an?\s){JOB}"
+       rf"(?:\s+(?:at|for|with)\s+{OBJ})?", f"{_S} job_title_is {{job}}",
+       f"{_S} works_at {{obj}}", confidence=0.7),
+    _r("working_at", rf"{I_AM}\s+{ADV}(?:working|employed)\s+(?:at|for|by)\s+{_UNIT}{_CALLED}{OBJ}",
        f"{_S} works_at {{obj}}", date_role="since", confidence=0.75),
     _r("worked_at", rf"{I_HAVE}\s+{ADV}(?:worked|been\s+working)\s+(?:at|for)\s+{OBJ}",
        f"{_S} works_at {{obj}}", date_role="since", confidence=0.7),
@@ -208,9 +250,11 @@ WORK_RULES = (
        date_role="since"),
     _r("status", rf"{I_AM}\s+{ADV}(?P<job>retired|unemployed|self-employed){END}",
        f"{_S} job_title_is {{job}}", confidence=0.7),
-    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been)\s+{ADV}(?:an?\s+)?(?:strict\s+)?"
-       r"(?P<job>vegetarian|vegan|pescatarian)"
-       rf"{END}", f"{_S} is_a {{job}}", confidence=0.7),
+    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:went|turned|became|switched\s+to|"
+       rf"converted\s+to|eat|only\s+eat))\s+{ADV}(?:an?\s+)?(?:strict\s+|full\s+|fully\s+)?"
+       rf"{_DIET}", f"{_S} diet {{diet}}", date_role="since", confidence=0.7),
+    _r("diet_on", rf"{I_AM}\s+{ADV}(?:doing|on|following)\s+(?:an?\s+|the\s+)?{_DIET}",
+       f"{_S} diet {{diet}}", date_role="since", confidence=0.7),
     _r("study_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|enrolled)\s+(?:at|in)\s+"
        rf"(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper"),
     _r("field_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|majoring\s+in)\s+"
@@ -245,6 +289,13 @@ PREFERENCE_RULES = (
        f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.7),
     _r("prefers", rf"\bI\s+{ADV}prefer\s+{OBJ}", f"{_S} prefers {{obj}}", policy="phrase",
        max_words=6),
+    # "I switched from coffee to tea": tea now, coffee no longer.
+    _r("switch_to", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}(?:switched|changed|swapped)\s+from\s+"
+       rf"(?P<obj2>[^,.;]{{1,40}}?)\s+to\s+{OBJ}", f"{_S} prefers {{obj}}", policy="phrase",
+       max_words=4, date_role="since", confidence=0.7),
+    _r("switch_from", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}(?:switched|changed|swapped)\s+from\s+"
+       rf"(?P<obj2>[^,.;]{{1,40}}?)\s+to\s+{OBJ}", f"{_S} prefers {{obj2}}", policy="phrase",
+       max_words=4, negated=True, confidence=0.7),
     _r("favorite", r"\bmy\s+(?:all[\s-]time\s+|absolute\s+|personal\s+)?favou?rite\s+"
        r"(?P<cat>[a-z-]+(?:\s+[a-z-]+)?)(?:\s+of\s+all\s+time|\s+ever|\s+right\s+now)?\s+"
        rf"(?:is|are|has\s+to\s+be)\s+{OBJ}", f"{_S} favorite {{cat}}: {{obj}}", policy="pref",
@@ -379,7 +430,16 @@ THIRD_PARTY_RULES = (
        f"{_S} {{rel_pred}} {{name}}", policy="proper", confidence=0.7),
     _r("tp_moved", rf"{TP}moved\s+to\s+{OBJ}", "{name} lives_in {obj}", "{name} moved_to {obj}",
        f"{_S} {{rel_pred}} {{name}}", policy="proper", date_role="event", confidence=0.7),
-    _r("tp_job", rf"{TP}is\s+an?\s+{JOB}", "{name} job_title_is {job}",
+    _r("tp_joined", rf"{TP}{_JOIN}\s+{_CALLED}(?P<obj>{CAPS}){_ORG_END}", "{name} works_at {obj}",
+       f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
+    _r("tp_join_as", rf"{TP}(?:{_JOIN}|(?:was|got)\s+hired\s+(?:at|by))\s+[^,.;]{{1,60}}?\s+as\s+"
+       rf"(?:an?\s+|the\s+|their\s+)?{JOB}", "{name} job_title_is {job}",
+       f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
+    _r("tp_quit", rf"{TP}quit\s+(?P<obj>{CAPS})(?![\w'’-])", "{name} works_at {obj}",
+       negated=True, confidence=0.6),
+    _r("tp_diet", rf"{TP}(?:went|is|has\s+gone|became|turned)\s+{ADV}(?:an?\s+)?{_DIET}",
+       "{name} diet {diet}", f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
+    _r("tp_job", rf"{TP}is\s+{ADV}an?\s+{JOB}", "{name} job_title_is {job}",
        f"{_S} {{rel_pred}} {{name}}", confidence=0.65),
     _r("tp_age", rf"{TP}is\s+(?P<age>\d{{1,3}})(?:\s+years?\s+old)?(?=\s*(?:$|[,.!;]|and\b))",
        "{name} age_is {age}", f"{_S} {{rel_pred}} {{name}}", confidence=0.7),

@@ -32,8 +32,9 @@ _FILLER = re.compile(
 )
 _CLAUSE_SPLIT = re.compile(
     r",?\s*\bbut\b\s*|;\s*|(?<=\s)[—–-]\s+"
-    r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my)\b)"
-    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we)\s+(?!(?:are|have\s+been)\b))"
+    r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my|he|she|they)\b)"
+    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we|he|she|they)\s+(?!(?:are|have\s+been)\b))"
+    r"|,\s*(?=(?:not\s+(?:a|an|the)|no\s+more|no\s+longer)\s)"
     r"|,\s*(?=(?:what|how)\s+about\b)|,\s*(?=(?:do|did|are|have|what|how|and)\s+you\b)"
     r"|,\s+(?=(?:I|I['’]m|I['’]ve|we|it|it['’]s|they|he|she|you|nobody|everyone|no\s+one|"
     r"that|this)\b)",
@@ -244,6 +245,38 @@ def clean_object(
         parts = [" ".join(_trim(p.split(), entity, policy != "phrase")) for p in parts]
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
+
+
+_LOWER_PLACE_STOP = _set(
+    "fear|denial|hope|peace|sin|luxury|poverty|debt|town|city|country|place|house|apartment|"
+    "flat|home|tears|action|general|particular|order|love|harmony|style|comfort|misery|pain|"
+    "limbo|silence|shame|hiding|secret|public|private|sync|line|charge|bed|heaven|hell|fact|"
+    "theory|practice|person|response|turn|awe|dread|anticipation|progress|front|tandem|"
+    "isolation|quiet|part|parts|new|old|big|small|nice|same|different|another|other|next|"
+    "first|suburbs|suburb|countryside|village|neighborhood|neighbourhood|area|region|state|"
+    "building|dorm|dorms|campus|shelter|van|car|basement|studio|condo|room|unit|complex|"
+    "office|school|work|college|uni|university|hospital|town|downtown|uptown|midtown|"
+    "team|department|role|position|job|stage|level|phase|step|side|direction|way|point|"
+    "version|plan|option|idea|spot|bay|coast|east|west|north|south|lol|rn|tbh|now|sf"
+)
+
+
+def clean_lower_place(raw: str) -> str | None:
+    """A place written in lowercase by a speaker who writes without capitals ("i moved to
+    mountain view") -> "Mountain View"; None for anything that reads like a common noun."""
+    cut = _HARD_CUT.search(raw)
+    raw = raw[: cut.start()] if cut else raw
+    words = _trim(_cut_words(raw.split(), True, False), True, articles=False)
+    if not words or len(words) > 3:
+        return None
+    low = [w.lower().rstrip(".") for w in words]
+    if not all(w.isalpha() for w in low) or any(w in _LOWER_PLACE_STOP or w in ENTITY_STOP
+                                                 or w in ENTITY_BAD_START for w in low):
+        return None
+    if low[0] in _DANGLING or (len(low) == 1 and len(low[0]) < 3):
+        return None
+    place = " ".join(w.capitalize() for w in low)
+    return place if check_subject(place) is None else None
 
 
 def clean_name(raw: str) -> str | None:
