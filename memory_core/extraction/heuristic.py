@@ -160,7 +160,7 @@ def _rel_mention() -> re.Pattern[str]:
         rf"(?:,?\s+(?P<name>{NAME_BODY}))?", re.IGNORECASE)
 
 
-_NAME_ONLY = re.compile(rf"^(?P<name>{NAME_BODY})[.!]?$")
+_NAME_LEAD = re.compile(rf"^(?P<name>{NAME_BODY})(?:[.!]?$|\s+(?-i:[a-z]))")
 _I_FORMS = frozenset({"i", "i'm", "i've", "i'll", "i'd", "i’m", "i’ve", "i’ll", "i’d"})
 _WORD = re.compile(r"[^\W\d_][\w'’]*")
 _UNIT_WORDS = frozenset({"team", "department", "group", "division", "unit", "office", "shift",
@@ -205,8 +205,8 @@ class _Referent:
             word = rel_label(mention.group("rel"))
             name = mention.group("name")
             self._set(name if name else "my " + word, REL_GENDER.get(word))
-        elif (only := _NAME_ONLY.match(clause)) and clean_name(only.group("name")):
-            self._set(only.group("name"), None)
+        elif (lead := _NAME_LEAD.match(clause)) and clean_name(lead.group("name")):
+            self._set(clean_name(lead.group("name")) or "", None)  # "Theo." / "Tess moved out"
 
     def _set(self, text: str, gender: str | None) -> None:
         self.text, self.gender, self.age = text, gender, 0

@@ -220,6 +220,8 @@ WORK_RULES = (
     _r("job_now", rf"{I_AM}\s+{ADV}(?:now|officially)\s+(?:the\s+)?(?!an?\s){JOB}"
        rf"(?:\s+(?:at|for|with)\s+{OBJ})?", f"{_S} job_title_is {{job}}",
        f"{_S} works_at {{obj}}", confidence=0.7),
+    _r("their_job_now", rf"{I_AM}\s+{ADV}(?:the|their|our)\s+(?:new\s+)?{JOB}\s+now\b",
+       f"{_S} job_title_is {{job}}", confidence=0.65),
     _r("working_at", rf"{I_AM}\s+{ADV}(?:working|employed)\s+(?:at|for|by)\s+{_UNIT}{_CALLED}{OBJ}",
        f"{_S} works_at {{obj}}", date_role="since", confidence=0.75),
     _r("worked_at", rf"{I_HAVE}\s+{ADV}(?:worked|been\s+working)\s+(?:at|for)\s+{OBJ}",
@@ -328,6 +330,13 @@ RELATION_RULES = (
     _r("divorced", rf"\bI\s+{ADV}divorced\s+{NAME}", f"{_S} married_to {{name}}", negated=True),
     _r("broke_up", rf"\bI\s+{ADV}(?:broke\s+up|split\s+up)\s+with\s+{NAME}",
        f"{_S} has_partner {{name}}", negated=True),
+    _r("name_and_i_broke_up", rf"{NAME}\s+and\s+I\s+{ADV}(?:broke\s+up|split\s+up|"
+       r"separated|called\s+it\s+quits)\b", f"{_S} has_partner {{name}}", negated=True),
+    _r("seeing_someone", rf"(?:{I_AM}|\bI\s+{ADV}started)\s+{ADV}(?:seeing|dating)\s+someone"
+       rf"(?:\s+new)?,?\s+(?:her|his|their)\s+name(?:['’]s|\s+is)\s+{NAME}",
+       f"{_S} has_partner {{name}}", date_role="since", confidence=0.7),
+    _r("seeing", rf"{I_AM}\s+{ADV}seeing\s+{NAME}(?=\s*(?:$|[,.!;]|now\b|and\b|these\b))",
+       f"{_S} has_partner {{name}}", date_role="since", confidence=0.65),
     _r("kids_count", r"\b(?:I|we)\s+have\s+(?P<n>\d|one|two|three|four|five|six|seven|eight)\s+"
        r"(?:(?:young|little|grown|adult|beautiful|amazing|wonderful|lovely)\s+)?(?:kids|children)"
        r"\b", f"{_S} child_count_is {{n}}", confidence=0.8),
@@ -441,6 +450,8 @@ THIRD_PARTY_RULES = (
        "{name} diet {diet}", f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
     _r("tp_job", rf"{TP}is\s+{ADV}an?\s+{JOB}", "{name} job_title_is {job}",
        f"{_S} {{rel_pred}} {{name}}", confidence=0.65),
+    _r("tp_job_works", rf"{TP}is\s+{ADV}an?\s+{JOB},?\s+(?:and\s+)?works\s+(?:at|for)\s+{OBJ}",
+       "{name} works_at {obj}", date_role="since", confidence=0.6),
     _r("tp_age", rf"{TP}is\s+(?P<age>\d{{1,3}})(?:\s+years?\s+old)?(?=\s*(?:$|[,.!;]|and\b))",
        "{name} age_is {age}", f"{_S} {{rel_pred}} {{name}}", confidence=0.7),
     _r("tp_turned", rf"{TP}(?:just\s+)?turned\s+(?P<age>\d{{1,3}})(?![\w%])", "{name} age_is {age}",

@@ -33,8 +33,11 @@ _FILLER = re.compile(
 _CLAUSE_SPLIT = re.compile(
     r",?\s*\bbut\b\s*|;\s*|(?<=\s)[—–-]\s+"
     r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my|he|she|they)\b)"
-    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we|he|she|they)\s+(?!(?:are|have\s+been)\b))"
-    r"|,\s*(?=(?:not\s+(?:a|an|the)|no\s+more|no\s+longer)\s)"
+    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we|he|she|they)\s+(?!(?:are|have\s+been|were|broke|split|separated|"
+    r"got\s+(?:married|engaged)|called\s+it)\b))"
+    r"|,\s*(?=(?:not|no\s+more|no\s+longer)\s)|,?\s+so\s+(?=(?:nothing|no|not|none|never)\b)"
+    r"|(?<=[a-z]):\s+"
+    r"|,\s*(?:and|or)\s+(?=(?:maybe|perhaps|possibly|probably)\b)"
     r"|,\s*(?=(?:what|how)\s+about\b)|,\s*(?=(?:do|did|are|have|what|how|and)\s+you\b)"
     r"|,\s+(?=(?:I|I['’]m|I['’]ve|we|it|it['’]s|they|he|she|you|nobody|everyone|no\s+one|"
     r"that|this)\b)",
