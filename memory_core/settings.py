@@ -171,6 +171,7 @@ class Settings:
     max_turn_chars: int = 32_768
     max_query_chars: int = 4_096
     recall_max_items: int = 10
+    recall_fact_budget: int = 8
     recall_helper_threads: int = 0
     recall_max_tokens: int = 1_500
     recall_log_keep: int = 500
@@ -354,6 +355,9 @@ VARIABLES: tuple[_Var, ...] = (
          "Longest recall query accepted; longer queries are refused with an error."),
     _Var("MNEMO_RECALL_MAX_ITEMS", "recall_max_items", _int_parser(1, 1000),
          "Default number of items a recall returns."),
+    _Var("MNEMO_RECALL_FACT_BUDGET", "recall_fact_budget", _int_parser(0, 100),
+         "Default number of facts (currently valid beliefs) a recall returns before the "
+         "evidence items; 0 turns the facts channel off."),
     _Var("MNEMO_RECALL_HELPER_THREADS", "recall_helper_threads", _int_parser(0, 64),
          "Threads in the chat process that embed the query and run dense search beside "
          "the caller's keyword search (semantic embedders; worth it with spare cores)."),

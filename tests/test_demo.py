@@ -22,6 +22,10 @@ def test_mnemo_demo_runs_the_pipeline_and_recalls(tmp_path: Path) -> None:
     answers = out.stdout.split("Q: ")[1:]
     assert len(answers) == 4
     assert "Denver" in answers[0]  # where the user lives now
+    # ... as the first fact, naming the city it replaced; then the evidence
+    first = answers[0].split("\n")[1:3]
+    assert first == ["   facts:", "   [1] fact: Maya Lindqvist lives in Denver (before: Portland)"]
+    assert answers[0].index("   evidence:") > answers[0].index("Stockholm")
     assert "Biscuit" in answers[1]  # the dog's name
     assert "Greenline Studio" in answers[3]  # as of March: the job before the move
     assert "from turn(s) demo-" in out.stdout  # items point back to their turns

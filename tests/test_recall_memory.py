@@ -14,21 +14,27 @@ from memory_core.settings import Settings
 pytest_plugins = ("tests.helpers.recall_fixtures",)
 
 
-def test_recall_finds_episodes_and_beliefs_with_handles_and_pointers(seeded, mem) -> None:
+def test_recall_finds_facts_then_evidence_with_handles_and_pointers(seeded, mem) -> None:
     seeder, _ = seeded
     seeder.entity("acme", "ana", "Ana")
     uid = seeder.turn("acme", "Ana moved to Lisbon last spring and loves the trams")
     seeder.turn("acme", "We talked about sourdough bread recipes")
     seeder.belief("acme", "ana", "lives_in", "Lisbon", turn_uid=uid, subject_name="Ana")
     result = mem.recall("Where does Ana live now?", tenant="acme")
-    assert result.items, result
-    assert [i.handle for i in result.items] == list(range(1, len(result.items) + 1))
-    kinds = {i.kind for i in result.items}
-    assert {"belief", "episode"} <= kinds
+    assert result.items and result.facts, result
+    handles = [e.handle for e in result.entries()]
+    assert handles == list(range(1, len(handles) + 1))
+    fact = result.facts[0]
+    assert (fact.subject, fact.predicate, fact.object) == ("Ana", "lives_in", "Lisbon")
+    assert fact.text == "Ana lives in Lisbon" and fact.turn_uids == (uid,)
+    assert fact.components["subject"] == 1.0 and fact.components["predicate"] == 1.0
+    assert {i.kind for i in result.items} == {"episode"}  # evidence: never beliefs
     top = result.items[0]
     assert uid in top.turn_uids and "rrf" in top.components
     assert not result.keyword_only
-    assert result.to_dict()["items"][0]["label"] == "[1]"
+    data = result.to_dict()
+    assert data["facts"][0]["label"] == "[1]" and data["items"][0]["label"] == "[2]"
+    assert mem.recall("Where does Ana live now?", tenant="acme", fact_budget=0).facts == ()
 
 
 def test_budget_truncates_items_and_tokens(seeded, mem) -> None:
@@ -50,8 +56,7 @@ def test_as_of_returns_what_was_valid_across_a_supersession(seeded, mem) -> None
                   status="superseded")
     seeder.belief("acme", "ana", "lives_in", "Lisbon", subject_name="Ana", valid_from=moved)
     def texts(**kw) -> list[str]:
-        return [i.text for i in mem.recall("Ana lives in", tenant="acme", **kw).items
-                if i.kind == "belief"]
+        return [f.text for f in mem.recall("Ana lives in", tenant="acme", **kw).facts]
     assert texts() == ["Ana lives in Lisbon"]
     assert texts(as_of=datetime(2024, 3, 1, tzinfo=UTC)) == ["Ana lives in Berlin"]
     assert texts(as_of="2024-07-01T00:00:00Z") == ["Ana lives in Lisbon"]
@@ -64,17 +69,20 @@ def test_invalidated_and_pending_beliefs_and_archived_episodes_are_not_recalled(
     seeder.belief("acme", "user", "likes", "zucchini soup", status="invalidated")
     seeder.belief("acme", "user", "likes", "zucchini bread", status="pending_review")
     seeder.turn("acme", "zucchini harvest notes", tier="archive")
-    assert len(mem.recall("zucchini", tenant="acme")) == 0
+    nothing = mem.recall("zucchini", tenant="acme")
+    assert len(nothing) == 0 and nothing.facts == ()
     # Positive control: the same rows with a recalled status or tier are found by the same
     # query while the others stay out, and the archive is found when asked for.
     seeder.belief("acme", "user", "likes", "zucchini pie", status="active")
     seeder.belief("acme", "user", "likes", "zucchini cake", status="conflict")
     seeder.turn("acme", "zucchini garden notes", tier="recent")
-    texts = [i.text for i in mem.recall("zucchini", tenant="acme", budget=50).items]
-    assert sorted(texts) == ["user likes zucchini cake", "user likes zucchini pie",
+    found = mem.recall("zucchini", tenant="acme", budget=50)
+    texts = [e.text for e in found.entries()]
+    assert sorted(texts) == ["the user likes zucchini cake", "the user likes zucchini pie",
                              "zucchini garden notes"]
-    texts = [i.text for i in mem.recall("zucchini", tenant="acme", budget=50,
-                                        strategy="archive").items]
+    assert {f.status for f in found.facts} == {"active", "conflict"}
+    texts = [e.text for e in mem.recall("zucchini", tenant="acme", budget=50,
+                                        strategy="archive").entries()]
     assert "zucchini harvest notes" in texts and not any("soup" in t or "bread" in t
                                                           for t in texts), texts
 

@@ -39,11 +39,15 @@ def test_recall_over_the_write_path_follows_supersession(settings: Settings) -> 
         now = mem.recall("where do I live", tenant="acme")
         then = mem.recall("where do I live", tenant="acme", as_of="2024-03-01T00:00:00Z")
         block = format_untrusted_block(now)
-    beliefs = [i.text for i in now.items if i.kind == "belief"]
-    assert "user lives in Lisbon" in beliefs and "user lives in Berlin" not in beliefs
-    assert [i.text for i in then.items if i.kind == "belief"] == ["user lives in Berlin"]
-    assert all("u2" not in i.turn_uids for i in then.items)  # not yet said at that time
-    assert "[1] (" in block and "Lisbon" in block
+    assert now.facts[0].text == "the user lives in Lisbon"
+    assert now.facts[0].superseded == ("Berlin",) and now.facts[0].valid_to is None
+    assert all(f.object != "Berlin" for f in now.facts)  # never presented as current
+    assert [(f.object, f.valid_to) for f in then.facts if f.predicate == "lives_in"] == [
+        ("Berlin", "2024-06-01T00:00:00.000000Z")]
+    assert all("u2" not in e.turn_uids for e in then.entries())  # not yet said at that time
+    assert all(i.kind != "belief" for i in now.items)
+    assert block.index("[1] (fact, since 2024-06-01, stated by user) the user lives in "
+                       "Lisbon (before: Berlin)") < block.index("Evidence")
 
 
 def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
@@ -71,7 +75,7 @@ def test_memory_explain_and_recollect_cli(settings: Settings, monkeypatch) -> No
     runner = CliRunner()
     recalled = json.loads(runner.invoke(main, ["recall", "where do I live", "--tenant", "acme",
                                                "--json"]).stdout)
-    belief = next(i for i in recalled["items"] if i["kind"] == "belief")
+    belief = recalled["facts"][0]
     out = runner.invoke(main, ["memory", "explain", belief["id"], "--tenant", "acme", "--json"])
     assert out.exit_code == 0, out.output
     explained = json.loads(out.stdout)

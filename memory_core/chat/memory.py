@@ -95,13 +95,24 @@ class Memory:
     def recall(self, query: str, *, tenant: str | None = None, session_id: str | None = None,
                as_of: datetime | str | None = None, budget: Budget | int | None = None,
                strategy: str | RecallStrategy | None = None,
-               now: datetime | None = None) -> RecallResult:
-        """What memory holds about ``query`` for ``tenant``, best first, within ``budget``.
+               now: datetime | None = None, fact_budget: int | None = None) -> RecallResult:
+        """What memory holds about ``query`` for ``tenant``: facts, then evidence.
+
+        ``result.facts`` are the beliefs valid now that answer the query (subject,
+        predicate, object, valid-from, confidence, who stated it, the turn it came from,
+        the earlier values it replaced), best first: the query's subject and predicate
+        ("where do I live" -> the user's ``lives_in``) rank first; a superseded belief is
+        never among them. At most ``fact_budget`` (default MNEMO_RECALL_FACT_BUDGET, 8; 0:
+        none); their handles are ``[1]..[k]``. ``result.items`` are the evidence, episodes
+        and raw turns (never beliefs), best first within ``budget`` (a
+        ``Budget(items, tokens)`` or an item count, default from settings), handles
+        ``[k+1]..``. ``format_untrusted_block(result)`` renders both for the prompt.
 
         ``session_id`` favours the caller's chat session; ``as_of`` (aware datetime or
-        ISO text) asks what was valid at that world time; ``budget`` is a
-        ``Budget(items, tokens)`` or an item count (default from settings). The explanation
-        goes to the recall log (query digest only), written in the background:
+        ISO text) asks what was valid at that world time, as memory knows it now: the
+        facts are the beliefs valid then (superseded since included, each with its
+        ``valid_to``; withdrawn ones never), the evidence what was said by then. The
+        explanation goes to the recall log (query digest only), written in the background:
         ``result.log_id`` names its row and ``flush_recall_log()`` waits for it. Never
         fails on store trouble: dense search off gives ``keyword_only=True`` with
         ``degraded_reason``.
@@ -115,16 +126,17 @@ class Memory:
         strat = get_strategy(strategy)
         resolved = engine.resolve_budget(budget, self.settings.recall_max_items,
                                          self.settings.recall_max_tokens)
+        facts = engine.resolve_fact_budget(fact_budget, self.settings.recall_fact_budget)
         result, explanation = engine.recall(
             self._state.conn, self._index, query=query,
             tenant=tenant if tenant is not None else self.settings.default_tenant,
             strategy=strat, max_query_chars=self.settings.max_query_chars, budget=resolved,
             session_id=session_id, as_of=as_of, now=now, stats=self._term_stats,
-            helper=self._helper)
+            helper=self._helper, fact_budget=facts)
         log_id = self._log_writer.submit(result.tenant, result.query_digest, result.strategy,
                                          explanation)
-        log.info("recall", tenant=result.tenant, items=len(result.items),
-                 keyword_only=result.keyword_only, duration_ms=round(
+        log.info("recall", tenant=result.tenant, facts=len(result.facts),
+                 items=len(result.items), keyword_only=result.keyword_only, duration_ms=round(
                      result.timings_ms.get("total_ms", 0.0), 2), outcome="ok")
         return result if log_id is None else _with_log_id(result, log_id)
 

@@ -1,5 +1,8 @@
 """One recall: gather the lists, walk the ego graph, fuse, cut to budget, explain.
 
+The beliefs found become the facts (``recall/facts.py``, under their own budget, handles
+first); the episodes and turns, fused and cut to the item budget, are the evidence.
+
 Reads the state db only. Degrades instead of failing: with the embedder mismatched, the
 embedder broken or a vector table unreadable, recall is keyword-only and says why; an
 unreadable keyword index drops that list and says so. Only bad input raises
@@ -21,11 +24,12 @@ import structlog
 from memory_core.clock import ensure_utc, from_db, parse_iso, to_db, utcnow
 from memory_core.db.sqlite import Connection, sqlite_module
 from memory_core.errors import EmbedderError, InvalidInputError
-from memory_core.model.tenants import require_tenant
-from memory_core.recall import context, feedback, graph, search
+from memory_core.model.tenants import HUB, require_tenant
+from memory_core.recall import context, facts, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load, merge
 from memory_core.recall.explain import build_explanation
 from memory_core.recall.fusion import Budget, Scorer, apply_budget, diversify
+from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import RecallStrategy
@@ -55,6 +59,7 @@ class RecallRun:
     ppr: dict[Any, float] = field(default_factory=dict)
     stats: search.TermStats | None = None
     vector: np.ndarray | None = None
+    named: list[str] = field(default_factory=list)  # entities the query names, hub included
 
     def __post_init__(self) -> None:
         self.scorer = Scorer(self.strategy, reference=from_db(self.scope.at),
@@ -159,6 +164,15 @@ def resolve_budget(budget: Budget | int | None, items: int, tokens: int) -> Budg
                             "or None")
 
 
+def resolve_fact_budget(fact_budget: object, default: int) -> int:
+    if fact_budget is None:
+        return default
+    if isinstance(fact_budget, int) and not isinstance(fact_budget, bool) and fact_budget >= 0:
+        return fact_budget
+    raise InvalidInputError("fact_budget must be a count of facts, 0 or more (0: no facts), "
+                            "or None for MNEMO_RECALL_FACT_BUDGET")
+
+
 def query_vector(conn: Connection, index: VectorIndex, strategy: RecallStrategy,
                  text: str) -> QueryVector:
     """Embed the query for dense search, unless dense search is off (and then why)."""
@@ -185,7 +199,8 @@ def query_vector(conn: Connection, index: VectorIndex, strategy: RecallStrategy,
 
 def _gather(run: RecallRun, helper: Helper | None = None) -> None:
     strat = run.strategy
-    entities = _first_round(run, helper)
+    run.named = _first_round(run, helper)
+    entities = [e for e in run.named if e != HUB]
     if len(run.pool) < strat.turn_fallback_below:
         run.used_turn_fallback = True
         run.add("turn_fts", lambda: _fts(run, "turn", "turn_fts"))
@@ -207,7 +222,7 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
     connection) embeds the query and runs the dense lists while the caller's thread runs the
     entity bridge and the keyword lists: the embedder and SQLite release the GIL, so on two
     cores they overlap. Lists are merged in one fixed order. Returns the entities the query
-    names."""
+    names (the hub among them when the query names the user)."""
     strat, scope = run.strategy, run.scope
 
     def dense_lane(conn: Connection) -> tuple[QueryVector, list[Fetched]]:
@@ -228,7 +243,8 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
     semantic = run.index.embedder.semantic or strat.dense_with_keyword_embedder
     pending = helper.submit(dense_lane) if helper is not None and semantic else None
     conn = run.conn
-    entities = search.query_entities(conn, scope.tenant, run.query.text)
+    named = search.query_entities(conn, scope.tenant, run.query.text, include_hub=True)
+    entities = [e for e in named if e != HUB]
     run.add("belief_entity", lambda: search.beliefs_about(conn, scope, entities,
                                                           strat.k_for("belief_entity")))
     run.add("belief_fts", lambda: _fts(run, "belief", "belief_fts"))
@@ -237,7 +253,7 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
     run.note_vector(qv)
     for fetched in dense:
         run.take(fetched)
-    return entities
+    return named
 
 
 def _neighbours(run: RecallRun) -> None:
@@ -316,9 +332,9 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
-           helper: Helper | None = None) -> tuple[RecallResult, str]:
+           helper: Helper | None = None, fact_budget: int = 8) -> tuple[RecallResult, str]:
     """Run one recall; returns the result and its explanation's JSON (for the recall
-    log)."""
+    log). ``fact_budget``: facts at most (0: no facts channel)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
@@ -327,24 +343,47 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
                     stats=stats)
     _gather(run, helper)
     ranked = run.rank(explain=True)
-    ranked = diversify(ranked, strategy.session_diversity)
+    beliefs = [c for c in ranked if c.kind == "belief"]
+    ranked = diversify([c for c in ranked if c.kind != "belief"], strategy.session_diversity)
     kept, reasons = apply_budget(ranked, budget)
-    items = tuple(_item(i, c) for i, c in enumerate(kept, start=1))
+    found = _facts(run, beliefs, fact_budget)
+    items = tuple(_item(i, c) for i, c in enumerate(kept, start=len(found.facts) + 1))
+    reasons.update(found.reasons)
     run.timings["total_ms"] = (time.perf_counter() - started) * 1000
     result = RecallResult(
         tenant=scope.tenant, items=items, query_digest=prepared.digest, strategy=strategy.name,
         keyword_only=run.keyword_only, degraded_reason="; ".join(run.degraded) or None,
         as_of=scope.as_of, used_turn_fallback=run.used_turn_fallback,
-        budget=budget.to_dict(), timings_ms=dict(run.timings))
-    explanation = _explanation(run, ranked, reasons, kept, budget)
+        budget={**budget.to_dict(), "facts": fact_budget}, timings_ms=dict(run.timings),
+        facts=found.facts)
+    explanation = _explanation(run, [*found.ranked, *ranked], reasons, [*found.kept, *kept],
+                               budget, fact_budget)
     return result, explanation
 
 
+def _facts(run: RecallRun, beliefs: list[Candidate], budget: int) -> facts.FactsOutcome:
+    """The facts channel (``recall/facts.py``) over the beliefs recall found; a database
+    error leaves the facts out with a reason."""
+    if budget <= 0:
+        return facts.FactsOutcome((), [], {}, [])
+    started = time.perf_counter()
+    try:
+        found = facts.select(run.conn, run.scope, read_intent(run.query.text), run.named,
+                             beliefs, run.ppr, budget)
+    except sqlite_module().Error as e:
+        run.degraded.append(f"facts unavailable ({type(e).__name__})")
+        log.warning("recall_list_failed", list="facts", error=type(e).__name__)
+        return facts.FactsOutcome((), [], {}, [])
+    run.timings["facts_ms"] = (time.perf_counter() - started) * 1000
+    return found
+
+
 def _explanation(run: RecallRun, ranked: list[Candidate], reasons: dict[tuple[str, int], str],
-                 kept: list[Candidate], budget: Budget) -> str:
+                 kept: list[Candidate], budget: Budget, fact_budget: int) -> str:
     return build_explanation(
         ranked, reasons, kept, as_of=run.scope.as_of, keyword_only=run.keyword_only,
-        degraded=run.degraded, budget=budget.to_dict(), session=run.session_id is not None,
+        degraded=run.degraded, budget={**budget.to_dict(), "facts": fact_budget},
+        session=run.session_id is not None,
         used_turn_fallback=run.used_turn_fallback, terms=len(run.query.terms),
         strategy=run.strategy.to_dict())
 

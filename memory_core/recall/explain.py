@@ -22,12 +22,18 @@ from memory_core.recall.candidates import Candidate
 # Compact rows: a recall weighs about 10 KB in the log, not 40 (and builds ~4x faster).
 # Each candidate is [id, handle, score, lists, components (in COMPONENTS order), decision,
 # turn_uids]; ``expand`` turns a row back into the dict readers see.
+# Facts (recall/facts.py) log their own components after the evidence's; a row written
+# before they existed has fewer values.
 LOG_FORMAT = 2
 COMPONENTS = ("rrf", "ppr", "recency", "confidence", "tier", "session", "time", "speaker",
-              "diversity")
-_DECISIONS = {"over the item budget": "items", "over the token budget": "tokens"}
+              "diversity", "subject", "predicate", "joint", "entity", "keyword", "dense",
+              "graph")
+_DECISIONS = {"over the item budget": "items", "over the token budget": "tokens",
+              "over the fact budget": "facts", "not about the query": "unrelated",
+              "the same fact ranks higher": "duplicate"}
 _REASONS = {"items": "dropped: over the item budget", "tokens": "dropped: over the token budget",
-            "dropped": "dropped"}
+            "facts": "dropped: over the fact budget", "unrelated": "dropped: not about the query",
+            "duplicate": "dropped: the same fact ranks higher", "dropped": "dropped"}
 
 
 def _decision(reason: str) -> str:
@@ -52,7 +58,10 @@ def candidate_row(cand: Candidate, reason: str, handle: int | None) -> str:
     and building lists for ``json.dumps`` cost twice as much."""
     get = cand.components.get
     ranks = ",".join(f'"{name}":{int(rank)}' for name, rank in cand.ranks.items())
-    comps = ",".join(_json_num(get(c), 4) for c in COMPONENTS)
+    values = [_json_num(get(c), 4) for c in COMPONENTS]
+    while values and values[-1] == "null":  # an evidence row has no fact components
+        values.pop()
+    comps = ",".join(values)
     turns = ",".join(map(_json_str, cand.turn_uids)) if handle is not None else ""
     return (f"[{_json_str(cand.item_id)},{'null' if handle is None else int(handle)},"
             f"{_json_num(cand.score, 6)},{{{ranks}}},[{comps}],\"{_decision(reason)}\","
@@ -66,10 +75,11 @@ def expand(row: Any) -> dict[str, Any]:
     item_id, handle, score, lists, comps, decision, turn_uids = row
     return {
         "id": item_id, "kind": item_id.split(":", 1)[0], "handle": handle, "lists": lists,
-        "score": score, "components": {c: v for c, v in zip(COMPONENTS, comps, strict=True)
+        "score": score, "components": {c: v for c, v in zip(COMPONENTS, comps, strict=False)
                                        if v is not None},
         "decision": "kept" if decision == "kept" else "dropped",
-        "reason": f"kept: rank {handle}" if decision == "kept" else _REASONS[decision],
+        "reason": f"kept: rank {handle}" if decision == "kept" else _REASONS.get(decision,
+                                                                                   "dropped"),
         "turn_uids": turn_uids,
     }
 

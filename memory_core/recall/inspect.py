@@ -106,3 +106,29 @@ def explain_item(state: Any, ops: Any, tenant: str, item_id: str,
             return found
     raise NotFoundError(f"no memory {item_id!r} in tenant {tenant!r}: use an id shown by "
                         "`mnemo recall` (belief:..., episode:..., turn:...)")
+
+
+_TEXTS = {"belief": ("beliefs", "belief_uid", "text"),
+          "episode": ("episodes", "episode_uid", "text"),
+          "turn": ("turns", "turn_uid", "speaker || ': ' || text")}
+
+
+def texts_of(conn: Connection, tenant: str, item_ids: list[str]) -> dict[str, str]:
+    """The text of each of ``item_ids`` (``kind:uid``) the tenant still holds, by id: for
+    showing an explanation to a person (the recall log itself never holds text)."""
+    out: dict[str, str] = {}
+    by_kind: dict[str, list[str]] = {}
+    for item_id in dict.fromkeys(item_ids):
+        kind, sep, uid = item_id.partition(":")
+        if sep and kind in _TEXTS:
+            by_kind.setdefault(kind, []).append(uid)
+    for kind, uids in by_kind.items():
+        table, column, text = _TEXTS[kind]
+        for start in range(0, len(uids), 500):
+            chunk = uids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for uid, body in conn.execute(
+                    f"SELECT {column}, {text} FROM {table} WHERE tenant = ? AND {column} IN "
+                    f"({marks})", [tenant, *chunk]):
+                out[f"{kind}:{uid}"] = body
+    return out

@@ -54,6 +54,8 @@ class RecallFact:
     entity's display name (the user's own beliefs name the user, or "the user"). ``valid_to``
     is set only when the validity is closed (an ``as_of`` query into the past).
     ``superseded`` lists earlier values this belief replaced, most recent first.
+    ``status`` is ``active``, ``conflict`` (kept beside a more trusted belief, shown with
+    uncertainty) or, with ``as_of``, ``superseded``/``expired`` (valid then, not now).
     """
 
     handle: int
@@ -70,10 +72,20 @@ class RecallFact:
     score: float
     components: dict[str, float]
     superseded: tuple[str, ...] = ()
+    status: str = "active"
 
     @property
     def label(self) -> str:
         return f"[{self.handle}]"
+
+    @property
+    def item_id(self) -> str:
+        """``fact_id``, under the name evidence items use."""
+        return self.fact_id
+
+    @property
+    def kind(self) -> str:
+        return "belief"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,7 +95,7 @@ class RecallFact:
             "confidence": round(self.confidence, 6), "source": self.source,
             "turn_uids": list(self.turn_uids), "score": round(self.score, 6),
             "components": {k: round(v, 6) for k, v in self.components.items()},
-            "superseded": list(self.superseded),
+            "superseded": list(self.superseded), "status": self.status,
         }
 
 

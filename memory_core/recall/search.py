@@ -291,8 +291,10 @@ def _ngrams(text: str) -> list[str]:
     return list(grams)
 
 
-def query_entities(conn: Connection, tenant: str, text: str) -> list[str]:
-    """Entity ids of the tenant named in ``text`` by a name, an alias or the id itself."""
+def query_entities(conn: Connection, tenant: str, text: str, *,
+                   include_hub: bool = False) -> list[str]:
+    """Entity ids of the tenant named in ``text`` by a name, an alias or the id itself
+    (the hub ``user`` only with ``include_hub``)."""
     grams = _ngrams(text)
     if not grams:
         return []
@@ -302,7 +304,7 @@ def query_entities(conn: Connection, tenant: str, text: str) -> list[str]:
         f"SELECT entity_id FROM entity_aliases WHERE tenant = ? AND alias_norm IN ({marks}) "
         f"UNION SELECT entity_id FROM entities WHERE tenant = ? AND entity_id IN ({marks})",
         [tenant, *variants, tenant, *variants]).fetchall()
-    return sorted({r[0] for r in rows if r[0] != HUB})
+    return sorted({r[0] for r in rows if include_hub or r[0] != HUB})
 
 
 def beliefs_about(conn: Connection, scope: Scope, entity_ids: Sequence[str],

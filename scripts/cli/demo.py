@@ -74,15 +74,27 @@ def _why(components: dict[str, float]) -> str:
 def _show(question: str, as_of: str | None, result: RecallResult, top: int) -> None:
     when = f" (as of {as_of[:10]})" if as_of else ""
     click.echo(f"\nQ: {question}{when}")
-    if not result.items:
+    if not result.items and not result.facts:
         click.echo("   (nothing recalled)")
+    if result.facts:
+        click.echo("   facts:")
+    for fact in result.facts[:top]:
+        until = f" until {fact.valid_to[:10]}" if fact.valid_to else ""
+        before = f" (before: {', '.join(fact.superseded)})" if fact.superseded else ""
+        click.echo(f"   {fact.label} fact: {fact.text}{before}")
+        click.echo(f"       since {(fact.valid_from or '?')[:10]}{until}, confidence "
+                   f"{fact.confidence:.2f}, stated by {fact.source}; score {fact.score:.3f} "
+                   f"({_why(fact.components)}); from turn(s) {', '.join(fact.turn_uids) or '-'}")
+    if result.items:
+        click.echo("   evidence:")
     for item in result.items[:top]:
         status = f", {item.status}" if item.status and item.status != "active" else ""
         click.echo(f"   {item.label} {item.kind}{status}: {item.text}")
         click.echo(f"       score {item.score:.3f} ({_why(item.components)}); "
                    f"from turn(s) {', '.join(item.turn_uids) or '-'}")
     flags = " keyword-only: " + str(result.degraded_reason) if result.keyword_only else ""
-    click.echo(f"   [{len(result.items)} item(s), strategy {result.strategy}, recall log "
+    click.echo(f"   [{len(result.facts)} fact(s), {len(result.items)} evidence item(s), strategy "
+               f"{result.strategy}, recall log "
                f"#{result.log_id}{flags}]")
 
 
@@ -120,7 +132,7 @@ def run_demo(settings: Settings, *, processes: int, timeout_s: float, top: int) 
 @click.option("--timeout", type=click.FloatRange(1, 3600), default=120, show_default=True,
               help="Seconds to wait for the queue to drain.")
 @click.option("--top", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="Recalled items shown per question.")
+              help="Recalled facts, and evidence items, shown per question.")
 @click.pass_obj
 @handle_errors
 def demo(obj: Ctx, processes: int, timeout: float, top: int) -> None:
@@ -129,7 +141,8 @@ def demo(obj: Ctx, processes: int, timeout: float, top: int) -> None:
     Uses a fresh temporary data directory (deleted afterwards) and the embedded broker, so
     it needs no server and leaves your MNEMO_DATA_DIR alone: starts a real worker pool,
     hands 30 turns of three chat sessions to after_turn, waits for the queue to drain, then
-    asks a few questions and prints the recalled items with their score components.
+    asks a few questions and prints the recalled facts (current beliefs, best first) and
+    evidence (episodes and turns) with their score components.
 
     Example:
 

@@ -6,6 +6,8 @@ import click
 
 from memory_core import Budget, Memory
 from memory_core.recall.explain import last_log
+from memory_core.recall.inspect import texts_of
+from memory_core.recall.result import RecallResult
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
 
 _TEXT_WIDTH = 70
@@ -17,20 +19,26 @@ _TEXT_WIDTH = 70
 @click.option("--session", "session_id", default=None, help="Favour this chat session.")
 @click.option("--as-of", default=None, help="World time, ISO-8601 with a zone (…Z).")
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), default=None,
-              help="Items to return (default: MNEMO_RECALL_MAX_ITEMS).")
+              help="Evidence items to return (default: MNEMO_RECALL_MAX_ITEMS).")
+@click.option("--facts", "fact_budget", type=click.IntRange(0, 100), default=None,
+              help="Facts to return (default: MNEMO_RECALL_FACT_BUDGET; 0: none).")
 @click.option("--strategy", default=None, help="Recall preset: default, keyword, fast, "
               "archive, multi_hop.")
-@click.option("--explain", is_flag=True, help="Show every candidate's score components and why "
-              "it was kept or dropped.")
+@click.option("--explain", is_flag=True, help="Show every candidate with its text, score "
+              "components and why it was kept or dropped.")
 @json_option
 @click.pass_obj
 @handle_errors
 def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
-           as_of: str | None, limit: int | None, strategy: str | None, explain: bool,
-           as_json: bool) -> None:
-    """Recall memory for QUERY: items with handles, scores and turn pointers.
+           as_of: str | None, limit: int | None, fact_budget: int | None,
+           strategy: str | None, explain: bool, as_json: bool) -> None:
+    """Recall memory for QUERY: facts, then evidence, with handles, scores and turn pointers.
 
-    Read-only on memory; the explanation (query digest only) goes to the recall log.
+    Facts are the beliefs valid now (with --as-of: valid then) that answer the query, best
+    first: subject, predicate, object, since when, confidence, who stated it and the turn it
+    came from. Evidence is the episodes and raw turns, best first. --explain adds every
+    candidate with its text (read from memory for this display; the recall log itself
+    keeps no text). Read-only on memory; the explanation goes to the recall log.
 
     Example:
 
@@ -40,11 +48,17 @@ def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
     budget = Budget(limit, settings.recall_max_tokens) if limit else None
     with Memory.open(settings) as mem:
         result = mem.recall(query, tenant=tenant, session_id=session_id, as_of=as_of,
-                            budget=budget, strategy=strategy)
+                            budget=budget, strategy=strategy, fact_budget=fact_budget)
         log = None
         if explain and result.log_id is not None:
             mem.flush_recall_log()
             log = last_log(mem.ops_db.conn, result.tenant, result.log_id)
+        if log:
+            texts = texts_of(mem.state_db.conn, result.tenant,
+                             [c["id"] for c in log["candidates"]])
+            texts.update({e.item_id: e.text for e in result.entries()})
+            for cand in log["candidates"]:
+                cand["text"] = texts.get(cand["id"])
     if as_json:
         data = result.to_dict()
         if explain:
@@ -53,21 +67,43 @@ def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
         return
     if result.keyword_only:
         click.echo(f"keyword-only recall: {result.degraded_reason}", err=True)
-    if not result.items:
-        click.echo("nothing recalled")
-    emit_table(["#", "id", "kind", "score", "date", "turns", "text"], [
-        [item.label, item.item_id, item.kind, f"{item.score:.3f}",
-         (item.occurred_at or "")[:10], ",".join(item.turn_uids[:3]),
-         _short(item.text)] for item in result.items])
+    _tables(result)
     if log:
-        click.echo("")
-        emit_table(["decision", "id", "score", "lists", "components"], [
+        click.echo("\nExplanation (every candidate):")
+        emit_table(["decision", "id", "score", "lists", "components", "text"], [
             [c["reason"], c["id"], f"{c['score']:.3f}",
              " ".join(f"{k}#{v}" for k, v in c["lists"].items()),
-             " ".join(f"{k}={v:.2f}" for k, v in c["components"].items() if v)]
+             " ".join(f"{k}={v:.2f}" for k, v in c["components"].items() if v),
+             _short(c["text"] or "(no longer stored)")]
             for c in log["candidates"]])
 
 
-def _short(text: str) -> str:
+def _tables(result: RecallResult) -> None:
+    """Facts, then evidence, as two tables."""
+    if not result.facts and not result.items:
+        click.echo("nothing recalled")
+        return
+    when = f"valid at {result.as_of[:10]}" if result.as_of else "currently valid"
+    click.echo(f"Facts ({when}):")
+    if result.facts:
+        emit_table(["#", "subject", "predicate", "object", "since", "until", "conf", "source",
+                    "turns", "before", "id"], [
+            [f.label, f.subject, f.predicate, _short(f.object, 40), (f.valid_from or "")[:10],
+             (f.valid_to or "")[:10], f"{f.confidence:.2f}", f.source,
+             ",".join(f.turn_uids[:3]), _short(", ".join(f.superseded), 30), f.fact_id]
+            for f in result.facts])
+    else:
+        click.echo("(none)")
+    click.echo("\nEvidence:")
+    if result.items:
+        emit_table(["#", "id", "kind", "score", "date", "turns", "text"], [
+            [item.label, item.item_id, item.kind, f"{item.score:.3f}",
+             (item.occurred_at or "")[:10], ",".join(item.turn_uids[:3]),
+             _short(item.text)] for item in result.items])
+    else:
+        click.echo("(none)")
+
+
+def _short(text: str, width: int = _TEXT_WIDTH) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= _TEXT_WIDTH else text[: _TEXT_WIDTH - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -68,14 +68,15 @@ class World:
 
     def recall(self, tenant: str, query: str, *, now: datetime | None = None,
                as_of: datetime | None = None, items: int = 10) -> list[str]:
-        """A real recall whose explanation goes to the recall log; returns the item ids."""
+        """A real recall whose explanation goes to the recall log; returns the ids of its
+        facts and items."""
         result, explanation = engine.recall(
             self.conn, self.index, query=query, tenant=tenant, strategy=get_strategy(None),
             max_query_chars=4096, budget=Budget(items, 4000), as_of=as_of,
             now=now or self.start)
         write_recall_log(self.ops.conn, tenant, result.query_digest, result.strategy,
                          explanation, keep=500)
-        return [item.item_id for item in result.items]
+        return [f.fact_id for f in result.facts] + [item.item_id for item in result.items]
 
     def close(self) -> None:
         self.state.close()

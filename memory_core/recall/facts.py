@@ -1,0 +1,273 @@
+"""The facts channel: the beliefs valid at the reference time that answer the query.
+
+Candidates (each a bounded, indexed lookup; nothing scans a tenant's beliefs):
+
+- the beliefs recall's first round already found: the entity bridge (``belief_entity``),
+  keyword (``belief_fts``), dense (``belief_dense``) and the graph walk (``graph``, with
+  its PageRank);
+- ``fact_subject``: the beliefs of the query's subjects with the predicates the query asks
+  about (``recall/intent.py``), one range of ``ix_beliefs_subject`` (tenant, subject,
+  predicate). The subjects are the entities the query names, the hub ``user`` when it says
+  I/me/my (or names the user), and the hub's relations it names ("my sister" -> whoever
+  ``user has_sibling``): a one-hop walk from the hub along the asked relation. The hub's
+  whole neighbourhood is never read (it is all of memory).
+
+Ranking favours the query's subject and predicate (with a relation named, the user's own
+beliefs count only for that relation); every component is in [0, 1]:
+``score = 1.0 subject + 1.0 predicate + 0.5 subject*predicate + 0.4 entity + 0.4 keyword +
+0.4 dense + 0.2 graph + 0.1 confidence`` (``entity``: the belief's subject or object is an
+entity the query names; ``keyword``/``dense``: ``(k+1)/(k+rank)`` in that list; ``graph``:
+PageRank scaled to the best node). A belief in ``conflict`` with a more trusted one counts
+``CONFLICT_FACTOR`` of its score. A candidate with none of subject, predicate, entity or
+keyword, and not among the first dense neighbours, is not a fact for this query.
+
+Visibility is ``candidates.belief_filter``: now, the currently valid beliefs (active or
+conflict, ``valid_from <= now < valid_to``); with ``as_of``, the ones valid at that world
+time as memory knows it now (transaction time = now: an invalidated belief is never shown,
+a superseded one is shown for the time it held). Ego anchors (``related_to``, written by
+the system, not stated) are never facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_core.db.sqlite import Connection
+from memory_core.model.belief_rules import normalize_object, render_text
+from memory_core.model.predicates import PREDICATES
+from memory_core.model.tenants import HUB
+from memory_core.recall.candidates import Candidate, Scope, belief_filter, load
+from memory_core.recall.intent import Intent
+from memory_core.recall.ppr import Node
+from memory_core.recall.result import RecallFact
+from memory_core.vocabulary import CONFLICT, SUPERSEDED, SYSTEM_TOOL
+
+LIST = "fact_subject"
+SUBJECT_K = 40  # beliefs taken from the subject/predicate lookup
+RELATION_K = 10  # relation targets taken per query ("my sisters")
+SUPERSEDED_SHOWN = 3  # earlier values listed per fact
+RANK_K = 10  # the k of (k+1)/(k+rank) for list ranks
+DENSE_ONLY_TOP = 3  # a belief found by dense search alone is a fact only this high
+CONFLICT_FACTOR = 0.8
+HUB_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
+WEIGHTS: Mapping[str, float] = {
+    "subject": 1.0, "predicate": 1.0, "joint": 0.5, "entity": 0.4, "keyword": 0.4,
+    "dense": 0.4, "graph": 0.2, "confidence": 0.1,
+}
+
+
+@dataclass
+class FactCandidate:
+    """A belief with what ranking needs beyond ``Candidate``."""
+
+    cand: Candidate
+    predicate: str
+    object_text: str
+    negated: bool
+    source: str
+    valid_to: str | None
+    components: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class FactsOutcome:
+    """The facts (handles from 1), their candidates ranked, and why each was kept or not."""
+
+    facts: tuple[RecallFact, ...]
+    ranked: list[Candidate]
+    reasons: dict[tuple[str, int], str]
+    kept: list[Candidate]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def subjects(conn: Connection, scope: Scope, intent: Intent,
+             named: Sequence[str]) -> dict[str, float]:
+    """Entity id -> how surely the query is about it (see the module docstring)."""
+    out = {e: 1.0 for e in named}
+    hub = HUB in out or intent.first_person
+    if hub and intent.relations:
+        cond, params = belief_filter(scope)
+        rows = conn.execute(
+            f"SELECT b.object_entity_id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE {cond}"
+            f" AND b.subject_id = ? AND b.predicate IN ({_marks(len(intent.relations))}) AND "
+            "b.object_entity_id IS NOT NULL ORDER BY b.valid_from DESC LIMIT ?",
+            [*params, HUB, *intent.relations, RELATION_K]).fetchall()
+        for (entity_id,) in rows:
+            out.setdefault(entity_id, 1.0)
+        if rows and HUB not in named:
+            out[HUB] = HUB_WITH_RELATION
+    elif hub:
+        out[HUB] = 1.0
+    return out
+
+
+def subject_lookup(conn: Connection, scope: Scope, subject_ids: Iterable[str],
+                   predicates: Iterable[str]) -> list[Candidate]:
+    """Visible beliefs of ``subject_ids`` with one of ``predicates``, newest first: one
+    range of ``ix_beliefs_subject`` per (subject, predicate)."""
+    subs, preds = sorted(set(subject_ids)), sorted(set(predicates))
+    if not subs or not preds:
+        return []
+    cond, params = belief_filter(scope)
+    ids = [r[0] for r in conn.execute(
+        f"SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE {cond} AND "
+        f"b.subject_id IN ({_marks(len(subs))}) AND b.predicate IN ({_marks(len(preds))}) "
+        "ORDER BY b.valid_from DESC LIMIT ?", [*params, *subs, *preds, SUBJECT_K])]
+    found = load(conn, "belief", scope, ids)
+    return [found[i] for i in ids if i in found]
+
+
+def _details(conn: Connection, tenant: str,
+             cands: Sequence[Candidate]) -> dict[int, tuple[Any, ...]]:
+    """id -> (predicate, object_text, negated, source, valid_to), by primary key."""
+    if not cands:
+        return {}
+    rows = conn.execute(
+        "SELECT id, predicate, object_text, negated, source, valid_to FROM beliefs NOT INDEXED "
+        f"WHERE id IN ({_marks(len(cands))}) AND tenant = ?",
+        [*(c.row_id for c in cands), tenant]).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def _rank_value(ranks: Mapping[str, int], name: str) -> float:
+    rank = ranks.get(name)
+    return (RANK_K + 1) / (RANK_K + rank) if rank else 0.0
+
+
+def score(fc: FactCandidate, about: Mapping[str, float], named: Iterable[str],
+          intent: Intent, ppr: float) -> None:
+    """Set ``fc.components`` and ``fc.score`` (see the module docstring)."""
+    cand = fc.cand
+    named_set = set(named)
+    subject = about.get(cand.subject_id or "", 0.0)
+    predicate = float(intent.predicates.get(fc.predicate, 0.0))
+    if cand.subject_id == HUB and subject == HUB_WITH_RELATION:
+        # "what is my dog called": of the user's own beliefs only the relation is asked
+        # about (has_pet), not the user's name.
+        predicate = 1.0 if fc.predicate in intent.relations else 0.0
+    comps = {
+        "subject": subject, "predicate": predicate, "joint": subject * predicate,
+        "entity": 1.0 if (cand.subject_id in named_set or cand.object_entity_id in named_set
+                          or (cand.object_entity_id in about and cand.subject_id == HUB))
+        else 0.0,
+        "keyword": _rank_value(cand.ranks, "belief_fts"),
+        "dense": _rank_value(cand.ranks, "belief_dense"),
+        "graph": ppr, "confidence": float(cand.confidence or 0.0),
+    }
+    total = sum(WEIGHTS[name] * value for name, value in comps.items())
+    if cand.status == CONFLICT:
+        total *= CONFLICT_FACTOR
+    fc.components = comps
+    fc.score = total
+
+
+def relevant(fc: FactCandidate) -> bool:
+    """Whether the candidate answers anything the query asks (see the module docstring)."""
+    c = fc.components
+    if c["subject"] or c["predicate"] or c["entity"] or c["keyword"]:
+        return True
+    dense_rank = fc.cand.ranks.get("belief_dense")
+    return dense_rank is not None and dense_rank <= DENSE_ONLY_TOP
+
+
+def _names(conn: Connection, tenant: str, entity_ids: Iterable[str]) -> dict[str, str]:
+    ids = sorted(set(entity_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(f"SELECT entity_id, name FROM entities WHERE tenant = ? AND entity_id "
+                        f"IN ({_marks(len(ids))})", [tenant, *ids]).fetchall()
+    out = {r[0]: r[1] for r in rows}
+    if out.get(HUB, HUB) == HUB:
+        out[HUB] = "the user"
+    return out
+
+
+def _earlier(conn: Connection, tenant: str, fc: FactCandidate) -> tuple[str, ...]:
+    """Earlier values of a functional fact's slot that it (or a predecessor) replaced, most
+    recent first: one range of ``ix_beliefs_subject``."""
+    spec = PREDICATES.get(fc.predicate)
+    if spec is None or not spec.functional or fc.cand.occurred_at is None:
+        return ()
+    rows = conn.execute(
+        "SELECT object_text FROM beliefs INDEXED BY ix_beliefs_subject WHERE tenant = ? AND "
+        f"subject_id = ? AND predicate = ? AND status = '{SUPERSEDED}' AND negated = 0 AND "
+        "valid_to IS NOT NULL AND valid_to <= ? ORDER BY valid_from DESC LIMIT ?",
+        (tenant, fc.cand.subject_id, fc.predicate, fc.cand.occurred_at,
+         SUPERSEDED_SHOWN * 3)).fetchall()
+    mine = normalize_object(fc.object_text)
+    seen: dict[str, str] = {}
+    for (text,) in rows:
+        norm = normalize_object(text)
+        if norm != mine and norm not in seen:
+            seen[norm] = text
+    return tuple(seen.values())[:SUPERSEDED_SHOWN]
+
+
+def _speaker_source(cand: Candidate, stored: str) -> str:
+    """Who stated it: the speaker of its turn, else the stored source (``imported`` ...)."""
+    return cand.speaker or stored
+
+
+def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
+           pool: Iterable[Candidate], ppr_scores: Mapping[Node, float],
+           budget: int) -> FactsOutcome:
+    """Rank the belief candidates of ``pool`` plus the subject/predicate lookup, and keep the
+    best ``budget`` as facts (handles 1..k). ``named``: the entities the query names (the
+    hub among them when the query names the user)."""
+    about = subjects(conn, scope, intent, named)
+    beliefs = {c.key: c for c in pool if c.kind == "belief"}
+    for rank, cand in enumerate(subject_lookup(conn, scope, about, intent.predicates), 1):
+        existing = beliefs.setdefault(cand.key, cand)
+        existing.ranks.setdefault(LIST, rank)
+    details = _details(conn, scope.tenant, list(beliefs.values()))
+    top_ppr = max(ppr_scores.values(), default=0.0)
+    scored: list[FactCandidate] = []
+    for key, cand in beliefs.items():
+        row = details.get(cand.row_id)
+        if row is None or row[3] == SYSTEM_TOOL or row[2]:
+            continue  # an ego anchor, or a negation (never a current belief)
+        fc = FactCandidate(cand, row[0], row[1], bool(row[2]), row[3], row[4])
+        ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
+        score(fc, about, named, intent, ppr)
+        scored.append(fc)
+    scored.sort(key=lambda f: (-f.score, f.cand.row_id))
+    reasons: dict[tuple[str, int], str] = {}
+    kept: list[FactCandidate] = []
+    seen: set[tuple[str | None, str, str]] = set()
+    for fc in scored:
+        fc.cand.score = fc.score
+        fc.cand.components = dict(fc.components)
+        same = (fc.cand.subject_id, fc.predicate, normalize_object(fc.object_text))
+        if not relevant(fc):
+            reasons[fc.cand.key] = "dropped: not about the query"
+        elif same in seen:
+            reasons[fc.cand.key] = "dropped: the same fact ranks higher"
+        elif len(kept) >= budget:
+            reasons[fc.cand.key] = "dropped: over the fact budget"
+        else:
+            seen.add(same)
+            kept.append(fc)
+            reasons[fc.cand.key] = f"kept: fact {len(kept)}"
+    names = _names(conn, scope.tenant, (f.cand.subject_id or HUB for f in kept))
+    facts = tuple(_fact(i, fc, names, _earlier(conn, scope.tenant, fc))
+                  for i, fc in enumerate(kept, start=1))
+    return FactsOutcome(facts, [f.cand for f in scored], reasons, [f.cand for f in kept])
+
+
+def _fact(handle: int, fc: FactCandidate, names: Mapping[str, str],
+          earlier: tuple[str, ...]) -> RecallFact:
+    cand = fc.cand
+    subject = names.get(cand.subject_id or HUB, cand.subject_id or HUB)
+    return RecallFact(
+        handle=handle, fact_id=cand.item_id, subject=subject, predicate=fc.predicate,
+        object=fc.object_text, text=render_text(subject, fc.predicate, fc.object_text),
+        valid_from=cand.occurred_at, valid_to=fc.valid_to,
+        confidence=float(cand.confidence or 0.0), source=_speaker_source(cand, fc.source),
+        turn_uids=cand.turn_uids, score=fc.score, components=dict(fc.components),
+        superseded=earlier, status=cand.status or "active")

@@ -1,0 +1,139 @@
+"""What a query asks about, read from its words: whose fact, and which predicates.
+
+Pure functions over a fixed table (no database). ``read_intent("Which city do I live in
+now?")`` says: the user's own (``I``), the predicates ``lives_in`` (and, weaker,
+``moved_to``). A relation word after a first-person possessive ("my sister", "my dog")
+names the hub's relation predicate (``has_sibling``, ``has_pet``): the facts channel looks up
+who that is and makes them the subject ("where does my sister live" asks about the sister).
+
+The table names predicates of ``memory_core.model.predicates``; a cue for a predicate that
+no belief uses simply finds nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+_WORD_RE = re.compile(r"\w+")
+
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "im", "ive", "id"})
+POSSESSIVES = frozenset({"my", "our"})
+# A secondary predicate of a cue counts this much (the first one counts 1).
+SECONDARY = 0.6
+# "where" alone hints at a place; any other cue outweighs it.
+WHERE_WEIGHT = 0.5
+
+# (cue words, predicates best first). A word may appear in several rows; the weights merge
+# by maximum.
+_CUES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("live lives living lived reside resides residing home city town based hometown "
+     "neighborhood neighbourhood country", ("lives_in", "moved_to")),
+    ("move moved moving relocate relocated relocating", ("moved_to", "lives_in")),
+    ("work works working worked employer employed company office firm", ("works_at",
+                                                                          "job_title_is")),
+    ("job occupation profession role title career position", ("job_title_is", "works_at")),
+    ("name named called", ("name_is", "preferred_name_is")),
+    ("nickname call", ("preferred_name_is", "name_is")),
+    ("old age", ("age_is", "born_on")),
+    ("born birthday birth", ("born_on", "born_in")),
+    ("grew origin originally hometown", ("comes_from", "born_in")),
+    ("nationality citizen citizenship", ("nationality_is",)),
+    ("speak speaks language languages", ("speaks", "learning")),
+    ("learn learning learned studying", ("learning", "studies")),
+    ("study studies studied school university college degree major", ("studies_at", "studies",
+                                                                      "graduated_from")),
+    ("graduate graduated", ("graduated_from",)),
+    ("like likes love loves enjoy enjoys hobby hobbies fan into", ("likes", "favorite",
+                                                                   "prefers")),
+    ("favorite favourite", ("favorite", "likes")),
+    ("dislike dislikes hate hates avoid", ("dislikes",)),
+    ("prefer prefers preference preferences drink drinks coffee tea milk", ("prefers",
+                                                                           "remembers")),
+    ("diet eat eats eating food vegetarian vegan pescatarian meat allergic allergy",
+     ("diet", "prefers", "is_a")),
+    ("pronouns", ("pronouns_are",)),
+    ("gender", ("gender_identity_is",)),
+    ("plan plans planning planned going trip upcoming next", ("plans_to", "committed_to")),
+    ("promise promised commitment deadline due", ("committed_to", "plans_to")),
+    ("remind reminder", ("reminder",)),
+    ("decide decided decision", ("decided",)),
+    ("visit visited travel travelled traveled trip been", ("visited",)),
+    ("attend attended event concert conference wedding", ("attended",)),
+    ("own owns drive drives car house", ("owns", "bought")),
+    ("buy bought purchase purchased", ("bought", "owns")),
+    ("project projects building", ("works_on",)),
+    ("remember", ("remembers",)),
+)
+
+# Relation words: (words, the hub's predicate naming that relation).
+_RELATIONS: tuple[tuple[str, str], ...] = (
+    ("sister sisters brother brothers sibling siblings", "has_sibling"),
+    ("wife husband spouse", "married_to"),
+    ("partner girlfriend boyfriend fiance fiancee", "has_partner"),
+    ("mother mom mum father dad parent parents", "has_parent"),
+    ("son sons daughter daughters child children kid kids", "has_child"),
+    ("cousin aunt uncle grandmother grandma grandfather grandpa niece nephew", "has_relative"),
+    ("friend friends", "friend_of"),
+    ("colleague colleagues coworker coworkers boss manager teammate", "colleague_of"),
+    ("dog dogs cat cats pet pets puppy kitten", "has_pet"),
+)
+
+
+def _table(rows: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for words, predicates in rows:
+        for word in words.split():
+            weights = out.setdefault(word, {})
+            for i, predicate in enumerate(predicates):
+                weight = 1.0 if i == 0 else SECONDARY
+                weights[predicate] = max(weights.get(predicate, 0.0), weight)
+    return MappingProxyType(out)
+
+
+CUES = _table(_CUES)
+RELATIONS: Mapping[str, str] = MappingProxyType(
+    {word: predicate for words, predicate in _RELATIONS for word in words.split()})
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a query asks about.
+
+    ``first_person``: the query speaks of the user (I, me, my). ``predicates``: predicate
+    name -> weight in (0, 1]. ``relations``: the hub's relation predicates named after a
+    first-person possessive ("my sister" -> ``has_sibling``): their objects are subjects of
+    the query.
+    """
+
+    first_person: bool = False
+    predicates: Mapping[str, float] = field(default_factory=dict)
+    relations: tuple[str, ...] = ()
+
+
+def words(text: str) -> list[str]:
+    """Case-folded word tokens, apostrophes dropped ("I'm" -> "im")."""
+    return _WORD_RE.findall(text.casefold().replace("'", "").replace("’", ""))
+
+
+def read_intent(text: str) -> Intent:
+    """The intent of query ``text`` (see ``Intent``)."""
+    toks = words(text)
+    first_person = any(w in FIRST_PERSON for w in toks)
+    predicates: dict[str, float] = {}
+    relations: list[str] = []
+    for i, word in enumerate(toks):
+        for predicate, weight in CUES.get(word, {}).items():
+            predicates[predicate] = max(predicates.get(predicate, 0.0), weight)
+        relation = RELATIONS.get(word)
+        if relation is not None:
+            # The relation itself is asked about too ("who is my sister?").
+            predicates[relation] = max(predicates.get(relation, 0.0), SECONDARY)
+            if any(w in POSSESSIVES for w in toks[max(0, i - 3):i]):
+                relations.append(relation)
+    if "where" in toks and not any(p in predicates for p in ("lives_in", "works_at",
+                                                             "moved_to", "visited")):
+        predicates["lives_in"] = WHERE_WEIGHT
+    return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)))

@@ -1,0 +1,181 @@
+"""The facts channel: current beliefs first, ranked by the query's subject and predicate,
+over memory written by the workers' real pipeline (the demo's chat, a 32-turn chat)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memory_core import Memory, format_untrusted_block
+from memory_core.errors import InvalidInputError
+from memory_core.recall import facts as facts_mod
+from memory_core.recall.candidates import Scope
+from memory_core.recall.intent import read_intent
+from memory_core.settings import Settings
+from scripts.cli.demo import QUESTIONS, TENANT, demo_turns
+from tests.conftest import shared_model_path
+from tests.helpers.facts_chat import maya_turns, store, write_like_a_worker
+
+pytest_plugins = ("tests.helpers.recall_fixtures",)
+
+
+@pytest.mark.parametrize(("query", "first_person", "predicate", "relations"), [
+    ("Which city do I live in now?", True, "lives_in", ()),
+    ("Where does Maya live?", False, "lives_in", ()),
+    ("Where is Maya these days?", False, "lives_in", ()),
+    ("Where do I work?", True, "works_at", ()),
+    ("What's my job title?", True, "job_title_is", ()),
+    ("Where does my sister live?", True, "lives_in", ("has_sibling",)),
+    ("What is my dog called?", True, "name_is", ("has_pet",)),
+    ("Is Maya vegetarian?", False, "diet", ()),
+    ("What does she prefer to drink?", False, "prefers", ()),
+    ("Tell me a joke", True, None, ()),
+    ("Summarise the article about the sea", False, None, ()),
+])
+def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: bool,
+                                                     predicate: str | None,
+                                                     relations: tuple[str, ...]) -> None:
+    intent = read_intent(query)
+    assert intent.first_person is first_person
+    assert intent.relations == relations
+    if predicate is None:
+        assert not intent.predicates
+    else:
+        assert intent.predicates[predicate] == max(intent.predicates.values())
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    settings = store(tmp_path_factory.mktemp("demo") / "data")
+    write_like_a_worker(settings, TENANT, demo_turns())
+    return settings
+
+
+@pytest.fixture
+def demo_mem(demo_store: Settings) -> Iterator[Memory]:
+    with Memory.open(demo_store) as mem:
+        yield mem
+
+
+def test_demo_city_question_puts_the_users_city_first(demo_mem: Memory) -> None:
+    question, as_of = QUESTIONS[0]
+    assert question == "Which city do I live in now?" and as_of is None
+    result = demo_mem.recall(question, tenant=TENANT)
+    first = result.facts[0]
+    assert (first.subject, first.predicate, first.object) == ("Maya Lindqvist", "lives_in",
+                                                              "Denver")
+    assert first.text == "Maya Lindqvist lives in Denver" and first.handle == 1
+    assert first.superseded == ("Portland",) and first.valid_to is None
+    assert first.valid_from == "2024-04-12T20:30:00.000000Z"
+    assert first.source == "user" and first.turn_uids == ("demo-21",)
+    objects = [f.object for f in result.facts]
+    assert "Portland" not in objects  # superseded: never presented as current
+    assert objects.index("Stockholm") > 0  # the sister's city comes after the user's own
+    assert all(i.kind != "belief" for i in result.items)
+    assert result.items[0].handle == len(result.facts) + 1
+    block = format_untrusted_block(result)
+    assert "[1] (fact, since 2024-04-12, stated by user) Maya Lindqvist lives in Denver " \
+           "(before: Portland)" in block
+
+
+def test_demo_relations_and_as_of(demo_mem: Memory) -> None:
+    sister = demo_mem.recall("Where does my sister live?", tenant=TENANT).facts
+    texts = [f.text for f in sister]
+    assert texts.index("Elin lives in Stockholm") < texts.index("Maya Lindqvist lives in Denver")
+    dog = demo_mem.recall("What is my dog called?", tenant=TENANT).facts
+    assert (dog[0].predicate, dog[0].object) == ("has_pet", "Biscuit")
+    then = demo_mem.recall("Which city do I live in?", tenant=TENANT,
+                           as_of="2024-03-05T00:00:00Z").facts
+    assert (then[0].object, then[0].valid_to) == ("Portland", "2024-04-12T20:30:00.000000Z")
+    assert "Denver" not in [f.object for f in then if f.predicate == "lives_in"]
+    worked = demo_mem.recall("Where did I work?", tenant=TENANT,
+                             as_of="2024-03-05T00:00:00Z").facts
+    assert (worked[0].predicate, worked[0].object) == ("works_at", "Greenline Studio")
+    before_any = demo_mem.recall("Which city do I live in?", tenant=TENANT,
+                                 as_of="2024-01-01T00:00:00Z")
+    assert before_any.facts == ()  # nothing was said yet
+
+
+def test_a_superseded_value_is_never_a_current_fact(demo_mem: Memory) -> None:
+    # The keyword matches only the old belief and its episode; the facts hold the current
+    # city, which names the old one as replaced.
+    result = demo_mem.recall("Do I still live in Portland?", tenant=TENANT)
+    assert all(f.object != "Portland" for f in result.facts)
+    assert result.facts[0].object == "Denver" and result.facts[0].superseded == ("Portland",)
+
+
+def test_fact_budget_bounds_and_refuses_bad_values(demo_mem: Memory) -> None:
+    assert len(demo_mem.recall("What do I like?", tenant=TENANT, fact_budget=1).facts) == 1
+    assert demo_mem.recall("What do I like?", tenant=TENANT, fact_budget=0).facts == ()
+    assert len(demo_mem.recall("What do I like?", tenant=TENANT).facts) <= 8
+    for bad in (-1, "3", 2.5, True):
+        with pytest.raises(InvalidInputError, match="fact_budget"):
+            demo_mem.recall("x", tenant=TENANT, fact_budget=bad)
+
+
+MAYA_QUESTIONS = ("Where does Maya live?", "Where do I live now?", "What city does Maya "
+                  "live in?", "Which city is Maya in these days?", "Where is Maya based?")
+
+
+@pytest.mark.parametrize("embedder", ["hash", "fastembed"])
+def test_32_turn_chat_puts_maya_lives_in_denver_first(tmp_path: Path, embedder: str) -> None:
+    overrides = {} if embedder == "hash" else {
+        "embedder": "fastembed", "embed_model": "sentence-transformers/all-MiniLM-L6-v2",
+        "embed_model_path": shared_model_path()}
+    settings = store(tmp_path / "data", **overrides)
+    turns = maya_turns("t1")
+    assert len(turns) == 32
+    write_like_a_worker(settings, "t1", turns)
+    with Memory.open(settings) as mem:
+        for question in MAYA_QUESTIONS:
+            result = mem.recall(question, tenant="t1")
+            top = result.facts[0]
+            assert top.text == "Maya lives in Denver", (question, [f.text for f in
+                                                                   result.facts])
+            assert top.superseded == ("Boston",)
+            assert all(f.object != "Boston" for f in result.facts), question
+        tom = mem.recall("Where does Tom live?", tenant="t1").facts[0]
+        assert tom.text == "Tom lives in Chicago"
+        work = mem.recall("Where do I work?", tenant="t1").facts[0]
+        assert (work.object, work.superseded) == ("Peak Analytics", ("Harbor Labs",))
+
+
+def test_facts_never_cross_tenants(seeded, mem) -> None:
+    seeder, _ = seeded
+    seeder.tenant("other")
+    seeder.belief("other", "user", "lives_in", "Oslo", subject_name="user")
+    seeder.belief("acme", "user", "lives_in", "Lima", subject_name="user")
+    for tenant, city in (("acme", "Lima"), ("other", "Oslo")):
+        found = mem.recall("Where do I live? Oslo or Lima?", tenant=tenant).facts
+        assert [f.object for f in found] == [city]
+
+
+def test_the_facts_lookups_are_index_ranges(seeded) -> None:
+    """No statement of the facts channel scans a tenant's beliefs (EXPLAIN QUERY PLAN of
+    every statement it runs, traced with their values bound)."""
+    seeder, db = seeded
+    seeder.entity("acme", "ana", "Ana")
+    seeder.belief("acme", "user", "has_sibling", "Ana", object_entity="ana")
+    seeder.belief("acme", "ana", "lives_in", "Porto", subject_name="Ana",
+                  valid_to=datetime(2024, 6, 1, tzinfo=UTC), status="superseded")
+    seeder.belief("acme", "ana", "lives_in", "Lisbon", subject_name="Ana",
+                  valid_from=datetime(2024, 6, 1, tzinfo=UTC))
+    for i in range(40):  # enough rows that a scan would be a plan worth choosing
+        seeder.belief("acme", "user", "likes", f"thing {i}")
+    seen: list[str] = []
+    db.conn.set_trace_callback(seen.append)
+    try:
+        found = facts_mod.select(db.conn, Scope("acme", "2030-01-01T00:00:00.000000Z"),
+                                 read_intent("Where does my sister live?"), [], [], {}, 8)
+    finally:
+        db.conn.set_trace_callback(None)
+    assert found.facts[0].text == "Ana lives in Lisbon"
+    assert found.facts[0].superseded == ("Porto",)
+    statements = [q for q in seen if "beliefs" in q]
+    assert len(statements) >= 5  # relations, lookup, load, details, earlier values
+    for sql in statements:
+        plan = " | ".join(r[3] for r in db.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "SCAN b" not in plan and "SCAN beliefs" not in plan, (sql, plan)
