@@ -270,11 +270,14 @@ def run(args: argparse.Namespace, data_dir: Path,
     finally:
         db.close()
     recalled: list[Outcome] = []
+    shown: dict[str, list[str]] = {}
     with Memory.open(settings, embedder=embedder) as mem:
         for conv in convs:
             for q in conv.questions:
                 result = mem.recall(q.text, tenant=conv.tenant, now=conv.now)
-                recalled.append(judge(q, conv.user_name, recalled_facts(result)))
+                facts = recalled_facts(result)
+                recalled.append(judge(q, conv.user_name, facts))
+                shown[q.qid] = [f"{f.subject} | {f.predicate} | {f.object}" for f in facts[:TOP]]
     texts = {q.qid: q.text for c in convs for q in c.questions}
     rec, ceil = _tally(recalled), _tally(ceiling)
     return {
@@ -286,6 +289,7 @@ def run(args: argparse.Namespace, data_dir: Path,
         "failures": {qid: texts[qid] for qid in rec["all"].failures},
         "ceiling_failures": {qid: texts[qid] for qid in ceil["all"].failures},
         "outcomes": [o.__dict__ for o in recalled],
+        "top_facts": {qid: shown[qid] for qid in rec["all"].failures},
     }
 
 
@@ -313,6 +317,8 @@ def _print(report: dict[str, Any]) -> None:
         print(f"\n{name} ({len(report[name])}):")
         for qid, text in report[name].items():
             print(f"  {qid}: {text}")
+            for line in report["top_facts"].get(qid, []) if name == "failures" else ():
+                print(f"      {line}")
     r = report["recall"]["all"]
     print(f"\nfacts top3={r['top3']:.3f} superseded={r['superseded']:.3f} "
           f"wrong_person={r['wrong_person']:.3f} (targets >= {TARGETS['top3']}, "

@@ -189,9 +189,8 @@ class _Referent:
     def update(self, clause: str, cands: list[CandidateBelief]) -> None:
         self.age += 1
         third = [c.subject for c in cands if c.subject != SPEAKER]
-        mention = None
-        for mention in _rel_mention().finditer(clause):
-            pass
+        mentions = list(_rel_mention().finditer(clause))
+        mention = mentions[-1] if mentions else None
         if third:
             subject = third[-1]
             if subject.startswith(UNNAMED_PREFIX):

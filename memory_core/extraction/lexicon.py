@@ -87,7 +87,7 @@ _REL_GROUPS = {
 REL_PREDICATE = {w: pred for pred, words in _REL_GROUPS.items() for w in lex(words)}
 # The label of an unnamed relative ("my mum" -> "user's mom") and who "he"/"she" can be.
 REL_CANONICAL = {
-    "mother": "mom", "mum": "mom", "mommy": "mom", "father": "dad", "daddy": "dad",
+    "mom": "mother", "mum": "mother", "mommy": "mother", "dad": "father", "daddy": "father",
     "hubby": "husband", "sis": "sister", "gf": "girlfriend", "bf": "boyfriend",
     "fiancé": "fiance", "fiancée": "fiancee", "co-worker": "coworker", "grandmother": "grandma",
     "granny": "grandma", "nana": "grandma", "grandfather": "grandpa", "grandad": "grandpa",
@@ -96,19 +96,19 @@ REL_CANONICAL = {
     "bff": "best friend", "co-founder": "cofounder", "auntie": "aunt",
 }  # fmt: skip
 _MALE = lex(
-    "brother|twin brother|half-brother|stepbrother|husband|boyfriend|fiance|son|stepson|dad|"
+    "brother|twin brother|half-brother|stepbrother|husband|boyfriend|fiance|son|stepson|father|"
     "stepdad|stepfather|uncle|grandpa|grandson|nephew|father-in-law|brother-in-law|son-in-law"
 )
 _FEMALE = lex(
     "sister|twin sister|half-sister|stepsister|wife|girlfriend|fiancee|daughter|stepdaughter|"
-    "mom|stepmom|stepmother|aunt|grandma|granddaughter|niece|mother-in-law|sister-in-law|"
+    "mother|stepmom|stepmother|aunt|grandma|granddaughter|niece|mother-in-law|sister-in-law|"
     "daughter-in-law"
 )
 REL_GENDER = {**{w: "he" for w in _MALE}, **{w: "she" for w in _FEMALE}}
 
 
 def rel_label(word: str) -> str:
-    """The canonical relation word: "Mum" -> "mom", "older  sis" is not a relation word."""
+    """The canonical relation word: "Mum" -> "mother", "sis" -> "sister"."""
     low = " ".join(word.lower().split())
     return REL_CANONICAL.get(low, low)
 REL_ADJ = lex(

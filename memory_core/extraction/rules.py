@@ -96,6 +96,8 @@ IDENTITY_RULES = (
        explicit=True, confidence=0.9),
     _r("intro", rf"^I(?:['’]?m|\s+am)\s+{NAME}(?=\s*(?:$|[,.!]|and\b|btw\b|here\b))",
        f"{_S} name_is {{name}}", confidence=0.6),
+    _r("here", rf"^{NAME}\s+(?:here|again|checking\s+in)(?=\s*(?:$|[,.!;:]))",
+       f"{_S} name_is {{name}}", confidence=0.6),
     _r("go_by", rf"\bI\s+go\s+by\s+{NAME}", f"{_S} preferred_name_is {{name}}", confidence=0.8),
     _r("age", rf"{I_AM}\s+{ADV}(?P<age>\d{{1,3}})(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?"
        r"(?=\s*(?:$|[,.!;]|and\b|but\b|now\b|this\b|today\b|btw\b))", f"{_S} age_is {{age}}"),
