@@ -33,6 +33,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Literal
 
 from memory_core.errors import InvalidInputError
+from memory_core.extraction.lexicon import required_literals
 
 Interval = tuple[datetime, datetime]
 Prefer = Literal["past", "future"]
@@ -266,6 +267,10 @@ class _Rule:
     def find(self) -> re.Pattern[str]:
         return re.compile(self.find_src, re.IGNORECASE)
 
+    @functools.cached_property
+    def find_gate(self) -> frozenset[str]:
+        return required_literals(self.find_src)
+
 
 def _rule(full: str, handler: _Handler, find: str | None = None) -> _Rule:
     find_src = find if find is not None else _PREP + f"(?:{full})"
@@ -390,7 +395,10 @@ def find_date_phrases(text: str) -> list[DatePhrase]:
     if not isinstance(text, str):
         return []
     text = text[:MAX_SCAN_CHARS]
-    found = [(m.start(), -m.end()) for r in _RULES for m in r.find.finditer(text)]
+    lowered = text.lower() if text.isascii() else None
+    found = [(m.start(), -m.end()) for r in _RULES
+             if lowered is None or not r.find_gate or any(g in lowered for g in r.find_gate)
+             for m in r.find.finditer(text)]
     result: list[DatePhrase] = []
     for start, neg_end in sorted(found):
         end = -neg_end

@@ -285,7 +285,10 @@ def _extract_sentence(sentence: str, anchor: datetime,
         if not gates.blocked:
             phrases = find_date_phrases(clause)
             casual = _casual(clause)
+            lowered = clause.lower() if clause.isascii() else None
             for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
+                if not rule.may_match(lowered):
+                    continue
                 for match in rule.pattern.finditer(clause):
                     found.extend(_apply(rule, match, clause, phrases, anchor, explicit, casual))
         referent.update(clause, found)

@@ -8,6 +8,17 @@ here to widen every rule that uses it.
 from __future__ import annotations
 
 import re
+import re._parser as sre_parse  # type: ignore[import-not-found]  # loaded by ``re`` already
+from re._constants import (  # type: ignore[import-not-found]
+    ATOMIC_GROUP,
+    BRANCH,
+    LITERAL,
+    MAX_REPEAT,
+    MIN_REPEAT,
+    POSSESSIVE_REPEAT,
+    SUBPATTERN,
+)
+from typing import Any
 
 
 def lex(text: str) -> tuple[str, ...]:
@@ -220,3 +231,46 @@ TP = (
 )  # without a name ("my brother lives in ..."), the subject is "user's brother"
 # A run of capitalised words: an organisation named without a cue ("I joined Stripe").
 CAPS = r"(?-i:[A-Z])[\w&'’.-]*(?:\s+(?-i:[A-Z])[\w&'’.-]*){0,3}"
+
+
+# --- rule gates ----------------------------------------------------------------------------
+MIN_GATE_CHARS = 3
+
+
+def required_literals(source: str) -> frozenset[str]:
+    """Lowercase strings of which every match of ``source`` contains at least one (empty:
+    no such set is known). A rule whose gate misses the clause cannot match: skipping it
+    saves the regex run. Read from the parsed regex: literal runs of 3+ characters in the
+    mandatory parts, alternatives of a branch, groups and repeats of at least one."""
+    return _required(list(sre_parse.parse(source, re.IGNORECASE))) or frozenset()
+
+
+def _required(items: list[Any]) -> frozenset[str] | None:
+    candidates: list[frozenset[str]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) >= MIN_GATE_CHARS:
+            candidates.append(frozenset({"".join(run).lower()}))
+        run.clear()
+
+    for op, av in items:
+        if op is LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        found: frozenset[str] | None = None
+        if op is SUBPATTERN:
+            found = _required(list(av[-1]))
+        elif op is ATOMIC_GROUP:
+            found = _required(list(av))
+        elif op is BRANCH:
+            alts = [_required(list(b)) for b in av[1]]
+            found = frozenset().union(*alts) if alts and all(alts) else None  # type: ignore[arg-type]
+        elif op in (MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT) and av[0] >= 1:
+            found = _required(list(av[2]))
+        if found:
+            candidates.append(found)
+    flush()
+    # The most selective: the set whose shortest string is longest, then the smallest set.
+    return max(candidates, key=lambda c: (min(map(len, c)), -len(c)), default=None)

@@ -48,6 +48,7 @@ from memory_core.extraction.lexicon import (
     WE_HAVE,
     alt,
     lex,
+    required_literals,
 )
 
 Policy = Literal["entity", "proper", "phrase", "pref", "date"]
@@ -78,6 +79,15 @@ class Rule:
     @functools.cached_property
     def pattern(self) -> re.Pattern[str]:
         return re.compile(self.source, re.IGNORECASE)
+
+    @functools.cached_property
+    def gate(self) -> frozenset[str]:
+        """Lowercase strings one of which any match contains (empty: always run)."""
+        return required_literals(self.source)
+
+    def may_match(self, lowered: str | None) -> bool:
+        """False when the clause (lowercased; None: not ASCII, no gate) cannot match."""
+        return lowered is None or not self.gate or any(g in lowered for g in self.gate)
 
 
 def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
