@@ -86,14 +86,15 @@ def _cross_rows(state: Any) -> int:
 
 
 def _cross_recall(settings: Settings, turns: list[dict], tenants: list[str]) -> int:
-    """Recall in each tenant with words of another tenant's turns: items of another tenant."""
+    """Recall in each tenant with words of another tenant's turns: facts and items of
+    another tenant."""
     leaked = 0
     with Memory.open(settings) as mem:
         for i, tenant in enumerate(tenants):
             others = [t for t in turns if t["tenant"] != tenant and len(t["text"]) > 30][i::97]
             for t in others[:3]:
                 result = mem.recall(t["text"][:200], tenant=tenant)
-                leaked += sum(1 for item in result.items for uid in item.turn_uids
+                leaked += sum(1 for item in result.entries() for uid in item.turn_uids
                               if not uid.startswith(f"{tenant}:"))
     return leaked
 

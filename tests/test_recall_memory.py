@@ -129,12 +129,14 @@ def test_a_broken_vector_table_gives_keyword_only(seeded, mem) -> None:
 def test_explanation_log_is_bounded_and_never_holds_the_query(settings, seeded) -> None:
     seeder, _ = seeded
     seeder.turn("acme", "secret plans about the zeppelin")
+    seeder.belief("acme", "user", "plans_to", "board the zeppelin at dawn")
     seeder.tenant("default")
     settings = Settings.from_env({}, data_dir=settings.data_dir, recall_log_keep=5)
     query = "zeppelin plans xyzzy-unique-query"
     with Memory.open(settings) as m:
         for _ in range(8):
             result = m.recall(query, tenant="acme")
+        assert result.facts and result.items  # both were logged, as ids
         m.recall("other tenant query", tenant="default")
         m.flush_recall_log()
         conn = m.ops_db.conn
@@ -146,7 +148,7 @@ def test_explanation_log_is_bounded_and_never_holds_the_query(settings, seeded) 
         raw_open = b"".join(p.read_bytes() for p in settings.data_dir.glob("memory_ops.db*"))
     assert all("xyzzy" not in "".join(r) for r in rows)
     raw = raw_open + settings.ops_db_path.read_bytes()
-    assert b"xyzzy" not in raw and b"secret plans" not in raw
+    assert b"xyzzy" not in raw and b"secret plans" not in raw and b"at dawn" not in raw
 
 
 def test_a_word_in_every_memory_of_a_tenant_is_its_stopword(seeded, mem) -> None:

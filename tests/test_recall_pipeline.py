@@ -61,6 +61,20 @@ def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
     data = json.loads(result.stdout)
     assert data["items"][0]["turn_uids"] == ["u1"]
     assert data["explanation"]["candidates"][0]["decision"] == "kept"
+    assert all(c["text"] for c in data["explanation"]["candidates"])  # shown, not stored
+    assert data["facts"] and all("text" in f for f in data["facts"])
+    table = CliRunner().invoke(main, ["recall", "where do I live", "--tenant", "acme",
+                                      "--explain"])
+    assert table.exit_code == 0, table.output
+    facts, rest = table.stdout.split("Evidence:")
+    assert facts.startswith("Facts (currently valid):\n#")
+    assert "lives_in   Lisbon" in facts and "Berlin" in facts  # Berlin: the value before
+    evidence, explained = rest.split("Explanation (every candidate):")
+    assert "I live in Lisbon now." in evidence and "lives_in" not in evidence
+    assert "kept: rank 1" in explained and "the user lives in Lisbon" in explained
+    with Memory.open(settings) as mem:
+        logged = mem.ops_db.conn.execute("SELECT explanation FROM recall_log").fetchall()
+    assert logged and not any("Lisbon" in r[0] or "cello" in r[0] for r in logged)
     bad = CliRunner().invoke(main, ["recall", "x" * 5000, "--tenant", "acme"])
     assert bad.exit_code == 1 and "MNEMO_MAX_QUERY_CHARS" in bad.output
     unknown = CliRunner().invoke(main, ["recall", "cello", "--tenant", "acmee"])

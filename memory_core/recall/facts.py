@@ -31,6 +31,7 @@ the system, not stated) are never facts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,11 +141,10 @@ def _rank_value(ranks: Mapping[str, int], name: str) -> float:
     return (RANK_K + 1) / (RANK_K + rank) if rank else 0.0
 
 
-def score(fc: FactCandidate, about: Mapping[str, float], named: Iterable[str],
+def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[str],
           intent: Intent, ppr: float) -> None:
     """Set ``fc.components`` and ``fc.score`` (see the module docstring)."""
     cand = fc.cand
-    named_set = set(named)
     subject = about.get(cand.subject_id or "", 0.0)
     predicate = float(intent.predicates.get(fc.predicate, 0.0))
     if cand.subject_id == HUB and subject == HUB_WITH_RELATION:
@@ -227,6 +227,7 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         existing.ranks.setdefault(LIST, rank)
     details = _details(conn, scope.tenant, list(beliefs.values()))
     top_ppr = max(ppr_scores.values(), default=0.0)
+    named_set = frozenset(named)
     scored: list[FactCandidate] = []
     for key, cand in beliefs.items():
         row = details.get(cand.row_id)
@@ -234,7 +235,7 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
             continue  # an ego anchor, or a negation (never a current belief)
         fc = FactCandidate(cand, row[0], row[1], bool(row[2]), row[3], row[4])
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
-        score(fc, about, named, intent, ppr)
+        score(fc, about, named_set, intent, ppr)
         scored.append(fc)
     scored.sort(key=lambda f: (-f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}
