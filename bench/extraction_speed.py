@@ -10,10 +10,13 @@ interpreters:
 - import: the self time of the ``memory_core.extraction.*`` modules under
   ``python -X importtime -c 'import memory_core.extraction.heuristic'`` (what a worker or CLI
   pays beyond ``memory_core`` itself), median of ``--runs`` interpreters;
-- first turn: the first ``extract_heuristic`` call of a fresh interpreter (lazy compiles land
-  here), median of ``--runs`` interpreters;
-- per turn: the median per-turn time over every turn of the LoCoMo conversations (real chat
-  text), ``--rounds`` rounds after a warm-up, interleaved between the two checkouts.
+- first turn: the CPU time of the first ``extract_heuristic`` call of a fresh interpreter
+  (lazy compiles land here), median of ``--runs`` interpreters;
+- per turn: the median per-turn CPU time over every turn of the LoCoMo conversations (real
+  chat text), ``--rounds`` rounds after a warm-up, interleaved between the two checkouts.
+
+CPU time (``time.process_time``), not wall time: the machine is shared, and waiting for a
+core is not the extractor's cost. The import figure is ``-X importtime``'s (wall).
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ turns = [TurnText(str(t.get("text", "")), t.get("speaker", "user"), at)
          for conv in data for key, sess in sorted(conv["conversation"].items())
          if key.startswith("session_") and not key.endswith("date_time") and isinstance(sess, list)
          for t in sess]
-t0 = time.perf_counter(); extract_heuristic(turns[0]); first = time.perf_counter() - t0
+t0 = time.process_time(); extract_heuristic(turns[0]); first = time.process_time() - t0
 for t in turns: extract_heuristic(t)  # warm-up
 rounds = []
 for _ in range(int(sys.argv[2])):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     n = sum(len(extract_heuristic(t)) for t in turns)
-    rounds.append((time.perf_counter() - t0) / len(turns))
+    rounds.append((time.process_time() - t0) / len(turns))
 print(json.dumps({"first_ms": first * 1000, "per_turn_us": statistics.median(rounds) * 1e6,
                   "turns": len(turns), "candidates": n}))
 """

@@ -395,6 +395,6 @@ def test_gates_change_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
 
     texts = [c["text"] for c in _load_cases()] + _facts_chat_texts() + NOTHING
     gated = [extract_heuristic(_turn(t)) for t in texts]
-    monkeypatch.setattr(rules.Rule, "may_match", lambda self, lowered: True)
+    monkeypatch.setattr(rules.Rule, "may_match", lambda self, present: True)
     assert [extract_heuristic(_turn(t)) for t in texts] == gated
     assert sum(map(len, gated)) > 300  # the comparison covers many beliefs

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import facts  # noqa: E402  (the bench's own module, not a package)
+import facts  # the bench's own module, not a package
 
 MIN_TOP3 = 0.9  # current value among the top-3 facts (the target)
 MAX_WRONG_PERSON = 0.05  # another subject's fact of the slot ranked above the right one (target)

@@ -33,7 +33,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Literal
 
 from memory_core.errors import InvalidInputError
-from memory_core.extraction.lexicon import required_literals
+from memory_core.extraction.lexicon import GateScan, required_literals
 
 Interval = tuple[datetime, datetime]
 Prefer = Literal["past", "future"]
@@ -385,6 +385,11 @@ def resolve_relative(
     return None
 
 
+@functools.cache
+def _gate_scan() -> GateScan:
+    return GateScan(r.find_gate for r in _RULES)
+
+
 def find_date_phrases(text: str) -> list[DatePhrase]:
     """Date phrases inside running text, left to right, non-overlapping (longest wins).
 
@@ -395,9 +400,9 @@ def find_date_phrases(text: str) -> list[DatePhrase]:
     if not isinstance(text, str):
         return []
     text = text[:MAX_SCAN_CHARS]
-    lowered = text.lower() if text.isascii() else None
+    present = _gate_scan().present(text.lower()) if text.isascii() else None
     found = [(m.start(), -m.end()) for r in _RULES
-             if lowered is None or not r.find_gate or any(g in lowered for g in r.find_gate)
+             if present is None or not r.find_gate or not r.find_gate.isdisjoint(present)
              for m in r.find.finditer(text)]
     result: list[DatePhrase] = []
     for start, neg_end in sorted(found):

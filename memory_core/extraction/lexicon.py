@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import re._parser as sre_parse  # type: ignore[import-not-found]  # loaded by ``re`` already
+from collections.abc import Iterable
 from re._constants import (  # type: ignore[import-not-found]
     ATOMIC_GROUP,
     BRANCH,
@@ -19,6 +20,22 @@ from re._constants import (  # type: ignore[import-not-found]
     SUBPATTERN,
 )
 from typing import Any
+
+
+class LazyRegex:
+    """A regex compiled on first use (``.re``): importing the extractor compiles nothing."""
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source, self._flags = source, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def re(self) -> re.Pattern[str]:
+        if self._compiled is None:  # a race compiles twice, harmlessly
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
 
 
 def lex(text: str) -> tuple[str, ...]:
@@ -235,6 +252,25 @@ CAPS = r"(?-i:[A-Z])[\w&'’.-]*(?:\s+(?-i:[A-Z])[\w&'’.-]*){0,3}"
 
 # --- rule gates ----------------------------------------------------------------------------
 MIN_GATE_CHARS = 3
+
+
+class GateScan:
+    """Which gate strings of a rule table occur in a lowercased clause, in one regex pass.
+
+    A lookahead at every position finds the longest gate string starting there; the gate
+    strings that are prefixes of it start there too ("lives" -> "live" as well).
+    """
+
+    def __init__(self, gates: Iterable[frozenset[str]]) -> None:
+        strings = sorted({g for gate in gates for g in gate}, key=len, reverse=True)
+        self._regex = LazyRegex("(?=(" + "|".join(map(re.escape, strings)) + "))")
+        self._prefixes = {f: frozenset(g for g in strings if f.startswith(g)) for f in strings}
+
+    def present(self, lowered: str) -> frozenset[str]:
+        found: set[str] = set()
+        for m in self._regex.re.finditer(lowered):
+            found |= self._prefixes[m.group(1)]
+        return frozenset(found)
 
 
 def required_literals(source: str) -> frozenset[str]:

@@ -46,6 +46,7 @@ from memory_core.extraction.lexicon import (
     WE,
     WE_ARE,
     WE_HAVE,
+    GateScan,
     alt,
     lex,
     required_literals,
@@ -85,9 +86,10 @@ class Rule:
         """Lowercase strings one of which any match contains (empty: always run)."""
         return required_literals(self.source)
 
-    def may_match(self, lowered: str | None) -> bool:
-        """False when the clause (lowercased; None: not ASCII, no gate) cannot match."""
-        return lowered is None or not self.gate or any(g in lowered for g in self.gate)
+    def may_match(self, present: frozenset[str] | None) -> bool:
+        """False when the clause cannot match: none of the gate strings is ``present`` in it
+        (``present_gates``; None: unknown, run the rule)."""
+        return present is None or not self.gate or not self.gate.isdisjoint(present)
 
 
 def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
@@ -511,3 +513,14 @@ POSITIVE_RULES: tuple[Rule, ...] = (
     IDENTITY_RULES + LOCATION_RULES + WORK_RULES + PREFERENCE_RULES + RELATION_RULES
     + POSSESSION_RULES + PLAN_RULES + THIRD_PARTY_RULES
 )
+
+
+@functools.cache
+def _gate_scan() -> GateScan:
+    return GateScan(r.gate for r in POSITIVE_RULES + NEGATION_RULES)
+
+
+def present_gates(clause: str) -> frozenset[str] | None:
+    """The gate strings of the rule table found in ``clause`` (None when it is not ASCII:
+    case folding beyond ASCII is left to the regexes themselves)."""
+    return _gate_scan().present(clause.lower()) if clause.isascii() else None
