@@ -60,9 +60,13 @@ def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["items"][0]["turn_uids"] == ["u1"]
-    assert data["explanation"]["candidates"][0]["decision"] == "kept"
+    first = next(c for c in data["explanation"]["candidates"] if c["handle"] == 1)
+    assert first["decision"] == "kept" and first["id"] == data["items"][0]["id"]
     assert all(c["text"] for c in data["explanation"]["candidates"])  # shown, not stored
-    assert data["facts"] and all("text" in f for f in data["facts"])
+    assert data["facts"] == []  # nothing stated answers "cello sister" as a fact
+    where = json.loads(CliRunner().invoke(main, ["recall", "where do I live", "--tenant",
+                                                 "acme", "--json"]).stdout)
+    assert where["facts"][0]["object"] == "Lisbon" and where["facts"][0]["label"] == "[1]"
     table = CliRunner().invoke(main, ["recall", "where do I live", "--tenant", "acme",
                                       "--explain"])
     assert table.exit_code == 0, table.output

@@ -27,7 +27,7 @@ from memory_core.recall.candidates import Candidate
 LOG_FORMAT = 2
 COMPONENTS = ("rrf", "ppr", "recency", "confidence", "tier", "session", "time", "speaker",
               "diversity", "subject", "predicate", "joint", "entity", "keyword", "dense",
-              "graph")
+              "graph", "object")
 _DECISIONS = {"over the item budget": "items", "over the token budget": "tokens",
               "over the fact budget": "facts", "not about the query": "unrelated",
               "the same fact ranks higher": "duplicate"}

@@ -8,18 +8,25 @@ Candidates (each a bounded, indexed lookup; nothing scans a tenant's beliefs):
 - ``fact_subject``: the beliefs of the query's subjects with the predicates the query asks
   about (``recall/intent.py``), one range of ``ix_beliefs_subject`` (tenant, subject,
   predicate). The subjects are the entities the query names, the hub ``user`` when it says
-  I/me/my (or names the user), and the hub's relations it names ("my sister" -> whoever
-  ``user has_sibling``): a one-hop walk from the hub along the asked relation. The hub's
-  whole neighbourhood is never read (it is all of memory).
+  I/me/my (or names the user), and the relations it names after a possessive ("my sister"
+  -> whoever ``user has_sibling``; "Luis's brother"): a one-hop walk from the owner along
+  the asked relation. The hub's whole neighbourhood is never read (it is all of memory).
 
 Ranking favours the query's subject and predicate (with a relation named, the user's own
 beliefs count only for that relation); every component is in [0, 1]:
-``score = 1.0 subject + 1.0 predicate + 0.5 subject*predicate + 0.4 entity + 0.4 keyword +
-0.4 dense + 0.2 graph + 0.1 confidence`` (``entity``: the belief's subject or object is an
+``score = 1.0 subject + 1.0 predicate + 0.5 subject*predicate + 0.6 object + 0.4 entity +
+0.4 keyword + 0.4 dense + 0.2 graph + 0.1 confidence`` (``object``: the share of the
+object's content words the query says; ``entity``: the belief's subject or object is an
 entity the query names; ``keyword``/``dense``: ``(k+1)/(k+rank)`` in that list; ``graph``:
 PageRank scaled to the best node). A belief in ``conflict`` with a more trusted one counts
-``CONFLICT_FACTOR`` of its score. A candidate with none of subject, predicate, entity or
-keyword, and not among the first dense neighbours, is not a fact for this query.
+``CONFLICT_FACTOR`` of its score.
+
+A candidate is a fact for this query only when it answers what the query asks: the asked
+subject with an asked predicate, or an object the query names, or an asked predicate with
+a named entity, a keyword match or a close dense neighbour. A belief that is merely about a
+named person is not (LoCoMo, hash, facts counted by their source turn before the evidence:
+7.7 such facts per recall, 1% of them pointing at an evidence turn, R@10 0.512 against
+0.670 without facts).
 
 Visibility is ``candidates.belief_filter``: now, the currently valid beliefs (active or
 conflict, ``valid_from <= now < valid_to``); with ``as_of``, the ones valid at that world
@@ -40,8 +47,9 @@ from memory_core.model.belief_rules import normalize_object, render_text
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import Candidate, Scope, belief_filter, load
-from memory_core.recall.intent import Intent
+from memory_core.recall.intent import SECONDARY, Intent, stem, words
 from memory_core.recall.ppr import Node
+from memory_core.recall.query import query_terms
 from memory_core.recall.result import RecallFact
 from memory_core.vocabulary import CONFLICT, SUPERSEDED, SYSTEM_TOOL
 
@@ -50,12 +58,14 @@ SUBJECT_K = 40  # beliefs taken from the subject/predicate lookup
 RELATION_K = 10  # relation targets taken per query ("my sisters")
 SUPERSEDED_SHOWN = 3  # earlier values listed per fact
 RANK_K = 10  # the k of (k+1)/(k+rank) for list ranks
-DENSE_ONLY_TOP = 3  # a belief found by dense search alone is a fact only this high
+DENSE_ONLY_TOP = 3  # with an asked predicate, a dense neighbour this close is relevant
 CONFLICT_FACTOR = 0.8
-HUB_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
+OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
+NAME_PREDICATES = frozenset({"name_is", "preferred_name_is"})
+OTHER_RELATIVE = 0.7  # "my son": the daughter (has_child too) when the son is known by name
 WEIGHTS: Mapping[str, float] = {
-    "subject": 1.0, "predicate": 1.0, "joint": 0.5, "entity": 0.4, "keyword": 0.4,
-    "dense": 0.4, "graph": 0.2, "confidence": 0.1,
+    "subject": 1.0, "predicate": 1.0, "joint": 0.5, "object": 0.6, "entity": 0.4,
+    "keyword": 0.4, "dense": 0.4, "graph": 0.2, "confidence": 0.1,
 }
 
 
@@ -90,21 +100,26 @@ def _marks(n: int) -> str:
 def subjects(conn: Connection, scope: Scope, intent: Intent,
              named: Sequence[str]) -> dict[str, float]:
     """Entity id -> how surely the query is about it (see the module docstring)."""
-    out = {e: 1.0 for e in named}
-    hub = HUB in out or intent.first_person
-    if hub and intent.relations:
+    owners = list(dict.fromkeys([*named, *([HUB] if intent.first_person else [])]))
+    out = {e: 1.0 for e in owners}
+    if owners and intent.relations:
         cond, params = belief_filter(scope)
         rows = conn.execute(
-            f"SELECT b.object_entity_id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE {cond}"
-            f" AND b.subject_id = ? AND b.predicate IN ({_marks(len(intent.relations))}) AND "
-            "b.object_entity_id IS NOT NULL ORDER BY b.valid_from DESC LIMIT ?",
-            [*params, HUB, *intent.relations, RELATION_K]).fetchall()
-        for (entity_id,) in rows:
-            out.setdefault(entity_id, 1.0)
-        if rows and HUB not in named:
-            out[HUB] = HUB_WITH_RELATION
-    elif hub:
-        out[HUB] = 1.0
+            f"SELECT b.subject_id, b.object_entity_id FROM beliefs b INDEXED BY "
+            f"ix_beliefs_subject WHERE {cond} AND b.subject_id IN ({_marks(len(owners))}) AND "
+            f"b.predicate IN ({_marks(len(intent.relations))}) AND b.object_entity_id IS NOT "
+            "NULL ORDER BY b.valid_from DESC LIMIT ?",
+            [*params, *owners, *intent.relations, RELATION_K]).fetchall()
+        for owner, _ in rows:
+            out[owner] = OWNER_WITH_RELATION  # asked about less than the relation itself
+        targets = [entity_id for _, entity_id in rows]
+        # "my son" among a son and a daughter (both has_child): an entity named for the
+        # relation word ("user's son") is the one asked about.
+        names = _names(conn, scope.tenant, targets)
+        named_for = {e for e in targets
+                     if intent.relation_words & set(words(names.get(e, "")))}
+        for entity_id in targets:
+            out[entity_id] = 1.0 if not named_for or entity_id in named_for else OTHER_RELATIVE
     return out
 
 
@@ -147,14 +162,20 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
     cand = fc.cand
     subject = about.get(cand.subject_id or "", 0.0)
     predicate = float(intent.predicates.get(fc.predicate, 0.0))
-    if cand.subject_id == HUB and subject == HUB_WITH_RELATION:
-        # "what is my dog called": of the user's own beliefs only the relation is asked
-        # about (has_pet), not the user's name.
-        predicate = 1.0 if fc.predicate in intent.relations else 0.0
+    if subject == OWNER_WITH_RELATION:
+        # "what is my dog called": of the owner's own beliefs only the relation counts
+        # (has_pet), not the owner's name; and less than what is asked of the relative.
+        asks_more = any(p not in intent.relations for p in intent.predicates)
+        predicate = 0.0 if fc.predicate not in intent.relations else (
+            SECONDARY if asks_more else 1.0)
     comps = {
         "subject": subject, "predicate": predicate, "joint": subject * predicate,
+        # A name matches the query that names its person; it answers only a name question.
+        "object": 0.0 if fc.predicate in NAME_PREDICATES and not predicate
+        else object_match(fc.object_text, intent.terms),
         "entity": 1.0 if (cand.subject_id in named_set or cand.object_entity_id in named_set
-                          or (cand.object_entity_id in about and cand.subject_id == HUB))
+                          or (cand.object_entity_id in about
+                              and about.get(cand.subject_id or "") == OWNER_WITH_RELATION))
         else 0.0,
         "keyword": _rank_value(cand.ranks, "belief_fts"),
         "dense": _rank_value(cand.ranks, "belief_dense"),
@@ -167,13 +188,21 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
     fc.score = total
 
 
+def object_match(object_text: str, terms: AbstractSet[str]) -> float:
+    """Share of the object's content words the query says (1: "call the plumber" for a
+    query with "call" and "plumber")."""
+    words = {stem(w) for w in query_terms(object_text)}
+    return len(words & terms) / len(words) if words and terms else 0.0
+
+
 def relevant(fc: FactCandidate) -> bool:
-    """Whether the candidate answers anything the query asks (see the module docstring)."""
+    """Whether the candidate answers what the query asks (see the module docstring)."""
     c = fc.components
-    if c["subject"] or c["predicate"] or c["entity"] or c["keyword"]:
+    if (c["subject"] and c["predicate"]) or c["object"]:
         return True
     dense_rank = fc.cand.ranks.get("belief_dense")
-    return dense_rank is not None and dense_rank <= DENSE_ONLY_TOP
+    return bool(c["predicate"]) and bool(
+        c["entity"] or c["keyword"] or (dense_rank is not None and dense_rank <= DENSE_ONLY_TOP))
 
 
 def _names(conn: Connection, tenant: str, entity_ids: Iterable[str]) -> dict[str, str]:
@@ -237,7 +266,8 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
         score(fc, about, named_set, intent, ppr)
         scored.append(fc)
-    scored.sort(key=lambda f: (-f.score, f.cand.row_id))
+    answers = {id(fc): relevant(fc) for fc in scored}
+    scored.sort(key=lambda f: (not answers[id(f)], -f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}
     kept: list[FactCandidate] = []
     seen: set[tuple[str | None, str, str]] = set()
@@ -245,7 +275,7 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         fc.cand.score = fc.score
         fc.cand.components = dict(fc.components)
         same = (fc.cand.subject_id, fc.predicate, normalize_object(fc.object_text))
-        if not relevant(fc):
+        if not answers[id(fc)]:
             reasons[fc.cand.key] = "dropped: not about the query"
         elif same in seen:
             reasons[fc.cand.key] = "dropped: the same fact ranks higher"

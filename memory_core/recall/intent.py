@@ -2,9 +2,11 @@
 
 Pure functions over a fixed table (no database). ``read_intent("Which city do I live in
 now?")`` says: the user's own (``I``), the predicates ``lives_in`` (and, weaker,
-``moved_to``). A relation word after a first-person possessive ("my sister", "my dog")
-names the hub's relation predicate (``has_sibling``, ``has_pet``): the facts channel looks up
-who that is and makes them the subject ("where does my sister live" asks about the sister).
+``moved_to``). A relation word after a possessive ("my sister",
+"my dog", "Luis's brother") names a relation predicate (``has_sibling``, ``has_pet``): the
+facts channel looks up who that is for the owner (the user, or the entity the query names)
+and makes them the subject ("where does my sister live" asks about the sister). "What does
+X do?" asks for a job.
 
 The table names predicates of ``memory_core.model.predicates``; a cue for a predicate that
 no belief uses simply finds nothing.
@@ -17,10 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-_WORD_RE = re.compile(r"\w+")
+from memory_core.recall.query import query_terms
+
+_WORD_RE = re.compile(r"'s\b|\w+")
+_POSSESSIVE_S_RE = re.compile(r"(\w)'s\b")
 
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "im", "ive", "id"})
-POSSESSIVES = frozenset({"my", "our"})
+POSSESSIVES = frozenset({"my", "our", "'s"})  # "'s": "Luis's brother"
 # A secondary predicate of a cue counts this much (the first one counts 1).
 SECONDARY = 0.6
 # "where" alone hints at a place; any other cue outweighs it.
@@ -66,6 +71,15 @@ _CUES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("buy bought purchase purchased", ("bought", "owns")),
     ("project projects building", ("works_on",)),
     ("remember", ("remembers",)),
+    ("married marry marrying spouse wife husband", ("married_to", "has_partner")),
+    ("dating date dates seeing partner girlfriend boyfriend fiance fiancee engaged together",
+     ("has_partner", "married_to")),
+    ("sibling siblings sister sisters brother brothers", ("has_sibling",)),
+    ("kids children child son sons daughter daughters", ("has_child", "child_count_is")),
+    ("parents mother mom mum father dad", ("has_parent",)),
+    ("friend friends", ("friend_of",)),
+    ("colleague colleagues coworker coworkers boss manager teammate", ("colleague_of",)),
+    ("pet pets dog dogs cat cats", ("has_pet",)),
 )
 
 # Relation words: (words, the hub's predicate naming that relation).
@@ -103,19 +117,24 @@ class Intent:
     """What a query asks about.
 
     ``first_person``: the query speaks of the user (I, me, my). ``predicates``: predicate
-    name -> weight in (0, 1]. ``relations``: the hub's relation predicates named after a
-    first-person possessive ("my sister" -> ``has_sibling``): their objects are subjects of
-    the query.
+    name -> weight in (0, 1]. ``relations``: relation predicates named after a possessive
+    ("my sister", "Luis's brother" -> ``has_sibling``): their objects, for the user or the
+    entities the query names, are subjects of the query. ``terms``: its content words
+    (``query.query_terms``), to match a belief's object ("call the plumber").
     """
 
     first_person: bool = False
     predicates: Mapping[str, float] = field(default_factory=dict)
     relations: tuple[str, ...] = ()
+    terms: frozenset[str] = frozenset()
+    relation_words: frozenset[str] = frozenset()  # "son" of "my son": names "user's son"
 
 
 def words(text: str) -> list[str]:
-    """Case-folded word tokens, apostrophes dropped ("I'm" -> "im")."""
-    return _WORD_RE.findall(text.casefold().replace("'", "").replace("’", ""))
+    """Case-folded word tokens; a possessive "'s" is a token of its own ("luis", "'s"),
+    other apostrophes are dropped ("I'm" -> "im")."""
+    text = _POSSESSIVE_S_RE.sub(r"\1 's", text.casefold().replace("’", "'"))
+    return [w if w == "'s" else w.replace("'", "") for w in _WORD_RE.findall(text)]
 
 
 def read_intent(text: str) -> Intent:
@@ -124,6 +143,7 @@ def read_intent(text: str) -> Intent:
     first_person = any(w in FIRST_PERSON for w in toks)
     predicates: dict[str, float] = {}
     relations: list[str] = []
+    relation_words: set[str] = set()
     for i, word in enumerate(toks):
         for predicate, weight in CUES.get(word, {}).items():
             predicates[predicate] = max(predicates.get(predicate, 0.0), weight)
@@ -133,7 +153,29 @@ def read_intent(text: str) -> Intent:
             predicates[relation] = max(predicates.get(relation, 0.0), SECONDARY)
             if any(w in POSSESSIVES for w in toks[max(0, i - 3):i]):
                 relations.append(relation)
+                relation_words.add(word)
+    if _asks_what_one_does(toks):
+        # "what does Luis do?", "what does my son do for work?", "... for a living?"
+        predicates.pop("lives_in", None)
+        predicates.pop("moved_to", None)
+        for predicate, weight in (("job_title_is", 1.0), ("works_at", SECONDARY)):
+            predicates[predicate] = max(predicates.get(predicate, 0.0), weight)
     if "where" in toks and not any(p in predicates for p in ("lives_in", "works_at",
                                                              "moved_to", "visited")):
         predicates["lives_in"] = WHERE_WEIGHT
-    return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)))
+    return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
+                  frozenset(stem(t) for t in query_terms(text)), frozenset(relation_words))
+
+
+def _asks_what_one_does(toks: list[str]) -> bool:
+    if "for a living" in " ".join(toks):
+        return True
+    if toks[:1] != ["what"] or len(toks) < 4 or toks[1] not in ("does", "do"):
+        return False
+    return any(w == "do" and toks[i - 1] != "to" for i, w in enumerate(toks[3:], start=3))
+
+
+def stem(word: str) -> str:
+    """A crude plural-insensitive form for matching a query word to an object word."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
+        else word
