@@ -25,6 +25,7 @@ Conventions (best effort; conversation is ambiguous and these are the documented
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Literal
 
 from memory_core.errors import InvalidInputError
+from memory_core.extraction.lexicon import GateScan, required_literals
 
 Interval = tuple[datetime, datetime]
 Prefer = Literal["past", "future"]
@@ -251,16 +253,30 @@ def _h_iso(m: re.Match[str], today: date, prefer: Prefer) -> _Span | None:
 
 @dataclass(frozen=True)
 class _Rule:
-    full: re.Pattern[str]  # what resolve_relative accepts (after an optional preposition)
-    find: re.Pattern[str]  # what find_date_phrases accepts inside running text
+    """A date rule; its regexes compile on first use (importing the extractor stays cheap)."""
+
+    full_src: str  # what resolve_relative accepts (after an optional preposition)
+    find_src: str  # what find_date_phrases accepts inside running text
     handler: _Handler
+
+    @functools.cached_property
+    def full(self) -> re.Pattern[str]:
+        return re.compile(self.full_src, re.IGNORECASE)
+
+    @functools.cached_property
+    def find(self) -> re.Pattern[str]:
+        return re.compile(self.find_src, re.IGNORECASE)
+
+    @functools.cached_property
+    def find_gate(self) -> frozenset[str]:
+        return required_literals(self.find_src)
 
 
 def _rule(full: str, handler: _Handler, find: str | None = None) -> _Rule:
     find_src = find if find is not None else _PREP + f"(?:{full})"
     return _Rule(
-        full=re.compile(_PREP + f"(?:{full})", re.IGNORECASE),
-        find=re.compile(rf"(?<![\w@/.-])(?:{find_src})(?![\w@/-])", re.IGNORECASE),
+        full_src=_PREP + f"(?:{full})",
+        find_src=rf"(?<![\w@/.-])(?:{find_src})(?![\w@/-])",
         handler=handler,
     )
 
@@ -369,6 +385,11 @@ def resolve_relative(
     return None
 
 
+@functools.cache
+def _gate_scan() -> GateScan:
+    return GateScan(r.find_gate for r in _RULES)
+
+
 def find_date_phrases(text: str) -> list[DatePhrase]:
     """Date phrases inside running text, left to right, non-overlapping (longest wins).
 
@@ -379,7 +400,10 @@ def find_date_phrases(text: str) -> list[DatePhrase]:
     if not isinstance(text, str):
         return []
     text = text[:MAX_SCAN_CHARS]
-    found = [(m.start(), -m.end()) for r in _RULES for m in r.find.finditer(text)]
+    present = _gate_scan().present(text.lower()) if text.isascii() else None
+    found = [(m.start(), -m.end()) for r in _RULES
+             if present is None or not r.find_gate or not r.find_gate.isdisjoint(present)
+             for m in r.find.finditer(text)]
     result: list[DatePhrase] = []
     for start, neg_end in sorted(found):
         end = -neg_end

@@ -15,6 +15,7 @@ Runtime is linear in the input: at most ``MAX_TEXT_CHARS`` are read, sentences l
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,8 +30,24 @@ from memory_core.extraction.dates import (
     find_date_phrases,
     resolve_relative,
 )
-from memory_core.extraction.lexicon import NUMBER_WORDS, REL_PREDICATE, VERB_LEMMA
-from memory_core.extraction.text import clauses, clean_name, clean_object, clean_remembered
+from memory_core.extraction.lexicon import (
+    NAME_BODY,
+    NUMBER_WORDS,
+    REL_ADJS,
+    REL_GENDER,
+    REL_PREDICATE,
+    VERB_LEMMA,
+    LazyRegex,
+    alt,
+    rel_label,
+)
+from memory_core.extraction.text import (
+    clauses,
+    clean_lower_place,
+    clean_name,
+    clean_object,
+    clean_remembered,
+)
 from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
 from memory_core.model.predicates import PREDICATES
@@ -71,7 +88,7 @@ class CandidateBelief:
 
 Extractor = Callable[[TurnText], list[CandidateBelief]]
 
-_EXPLICIT = re.compile(
+_EXPLICIT = LazyRegex(
     r"^(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:(?:I\s+want|I['’]d\s+like)\s+you\s+"
     r"to\s+)?(?:remember|note|make\s+a\s+note|take\s+note|note\s+to\s+self|don['’]?t\s+forget|"
     r"do\s+not\s+forget|keep\s+in\s+mind|for\s+future\s+reference|for\s+the\s+record)"
@@ -79,45 +96,45 @@ _EXPLICIT = re.compile(
     r"(?:\s+(?:that|this|of\s+this))?\s*(?:[,:]\s*|\s+|-\s*)(?:please[,\s]+)?(?P<rest>.+)$",
     re.IGNORECASE,
 )
-_PROMISE_WOULD = re.compile(
+_PROMISE_WOULD = LazyRegex(
     r"(\b(?:promised|swore|vowed|pledged)\b[^.!?]{0,60}?\b(?:I|we))(?:['’]d|\s+would)\b",
     re.IGNORECASE,
 )
-_CONDITIONAL_START = re.compile(
+_CONDITIONAL_START = LazyRegex(
     r"^(?:if|unless|suppose|supposing|imagine|assuming|in\s+case|even\s+if|what\s+if|"
     r"once|whenever|as\s+soon\s+as)\b",
     re.IGNORECASE,
 )
-_QUESTION_START = re.compile(
+_QUESTION_START = LazyRegex(
     r"^(?:do|does|did|are|is|was|were|can|could|would|will|should|shall|have|has|had|what|"
     r"what['’]s|where|where['’]s|when|who|who['’]s|whom|whose|why|how|how['’]s|which|am|might|"
     r"isn['’]t|aren['’]t|don['’]t|doesn['’]t|didn['’]t|won['’]t|wouldn['’]t|can['’]t|"
     r"couldn['’]t|shouldn['’]t|haven['’]t|hasn['’]t|any\s+idea|guess\s+where)\b",
     re.IGNORECASE,
 )
-_HYPOTHETICAL = re.compile(
+_HYPOTHETICAL = LazyRegex(
     r"\b(?:if|wish|wished|imagine|imagining|suppose|supposing|pretend|pretending|"
     r"hypothetically|would|could|might|maybe|perhaps|unless|whether|should|someday|"
     r"dreaming|daydream\w*|fantasi[sz]e\w*|considering|thinking\s+(?:about|of)|in\s+theory|"
     r"let['’]s\s+say|probably|possibly)\b|\b(?:I|we|you|they|he|she)['’]d\b",
     re.IGNORECASE,
 )
-_REPORTED = re.compile(
+_REPORTED = LazyRegex(
     r"\b(?:said|says|saying|told|tells|telling|claims?|claimed|mentioned|mentions|heard|"
     r"hears|according\s+to|thinks|thought|believes|believed|asked|asks|reckons|rumou?red|"
     r"apparently|supposedly|allegedly|wrote|writes|texted|posted|announced|insists|insisted|"
     r"joked|joking|kidding|jk)\b",
     re.IGNORECASE,
 )
-_QUOTED = re.compile(r"[\"“«„].{0,300}?\b(?:I|I['’]m|my|me|we|our)\b", re.IGNORECASE)
-_CODE = re.compile(r"[{}<>\\|]|==|=>|->|::|\(\)|\w\(|=\s*\S|;\s*$|^\s*[$#>]\s")
-_NEGATION = re.compile(
+_QUOTED = LazyRegex(r"[\"“«„].{0,300}?\b(?:I|I['’]m|my|me|we|our)\b", re.IGNORECASE)
+_CODE = LazyRegex(r"[{}<>\\|]|==|=>|->|::|\(\)|\w\(|=\s*\S|;\s*$|^\s*[$#>]\s")
+_NEGATION = LazyRegex(
     r"\b(?:not|never|no|nobody|nothing|nowhere|neither|nor|none|without|anymore|hardly|"
     r"barely|cannot|dont|cant|wont|didnt|doesnt|isnt|wasnt|arent|werent|havent|hasnt|hadnt|"
     r"shouldnt|wouldnt|couldnt|aint)\b|\b(?:no|any)\s+(?:longer|more)\b|n['’]t\b",
     re.IGNORECASE,
 )
-_DURATION = re.compile(
+_DURATION = LazyRegex(
     r"\bfor\s+(?:the\s+(?:past|last)\s+)?(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|"
     r"eight|nine|ten|a\s+couple\s+of)\s+(?P<unit>day|week|month|year)s?\b",
     re.IGNORECASE,
@@ -130,6 +147,77 @@ _REL_EXTRA = {"best friends": "friend_of", "friends": "friend_of", "married": "m
               "colleagues": "colleague_of"}  # fmt: skip
 
 
+UNNAMED_PREFIX = "user's "  # the label of an unnamed relative: "my brother" -> "user's brother"
+
+_PRONOUN_START = LazyRegex(r"^(?P<p>he|she)(?P<s>['’]s|\s+)(?P<been>(?:been|got|gotten|gone)\b)?",
+                            re.IGNORECASE)
+
+
+@functools.cache
+def _rel_mention() -> re.Pattern[str]:
+    """"my (older) brother (Tom)": compiled on first use, like the rules."""
+    return re.compile(
+        rf"\bmy\s+{REL_ADJS}(?P<rel>{alt(tuple(REL_PREDICATE))})(?![\w'’-])"
+        rf"(?:,?\s+(?P<name>{NAME_BODY}))?", re.IGNORECASE)
+
+
+_NAME_LEAD = LazyRegex(rf"^(?P<name>{NAME_BODY})(?:[.!]?$|\s+(?-i:[a-z]))")
+_I_FORMS = frozenset({"i", "i'm", "i've", "i'll", "i'd", "i’m", "i’ve", "i’ll", "i’d"})
+_WORD = LazyRegex(r"[^\W\d_][\w'’]*")
+_UNIT_WORDS = frozenset({"team", "department", "group", "division", "unit", "office", "shift",
+                         "floor", "desk", "squad"})
+_REFERENT_REACH = 2  # "he"/"she" may name a person mentioned at most this many clauses back
+
+
+@dataclass
+class _Referent:
+    """Who "he"/"she" at the start of a clause names: the last third party of the turn."""
+
+    text: str | None = None  # as it would be written: "Eli", "my son"
+    gender: str | None = None  # "he", "she" or None (a name: either)
+    age: int = 0  # clauses since the mention
+
+    def resolve(self, clause: str) -> str:
+        m = _PRONOUN_START.re.match(clause)
+        if m is None or self.text is None or self.age > _REFERENT_REACH:
+            return clause
+        pronoun = m.group("p").lower()
+        if self.gender is not None and self.gender != pronoun:
+            return clause
+        verb = (" has " if m.group("been") else " is ") if m.group("s").strip() else " "
+        return self.text + verb + clause[m.end("s"):]
+
+    def update(self, clause: str, cands: list[CandidateBelief]) -> None:
+        self.age += 1
+        third = [c.subject for c in cands if c.subject != SPEAKER]
+        mentions = list(_rel_mention().finditer(clause)) if "my" in clause.lower() else []
+        mention = mentions[-1] if mentions else None
+        if third:
+            subject = third[-1]
+            if subject.startswith(UNNAMED_PREFIX):
+                word = subject.removeprefix(UNNAMED_PREFIX)
+                self._set("my " + word, REL_GENDER.get(word))
+            else:
+                word = rel_label(mention.group("rel")) if mention and mention.group("name") \
+                    == subject else ""
+                self._set(subject, REL_GENDER.get(word))
+        elif mention is not None:
+            word = rel_label(mention.group("rel"))
+            name = mention.group("name")
+            self._set(name if name else "my " + word, REL_GENDER.get(word))
+        elif (lead := _NAME_LEAD.re.match(clause)) and clean_name(lead.group("name")):
+            self._set(clean_name(lead.group("name")) or "", None)  # "Theo." / "Tess moved out"
+
+    def _set(self, text: str, gender: str | None) -> None:
+        self.text, self.gender, self.age = text, gender, 0
+
+
+def _casual(clause: str) -> bool:
+    """Written without capitals ("i moved to denver"): a lowercase place may be a name."""
+    words = _WORD.re.findall(clause)[1:]
+    return not any(w.lower() not in _I_FORMS and not w.islower() for w in words)
+
+
 @dataclass(frozen=True)
 class _Gates:
     blocked: bool
@@ -140,13 +228,13 @@ def _gates(clause: str) -> _Gates:
     stripped = clause.rstrip()
     blocked = bool(
         stripped.endswith("?")
-        or _QUESTION_START.match(clause)
-        or _HYPOTHETICAL.search(clause)
-        or _REPORTED.search(clause)
-        or _QUOTED.search(clause)
-        or _CODE.search(clause)
+        or _QUESTION_START.re.match(clause)
+        or _HYPOTHETICAL.re.search(clause)
+        or _REPORTED.re.search(clause)
+        or _QUOTED.re.search(clause)
+        or _CODE.re.search(clause)
     )
-    return _Gates(blocked=blocked, negated=bool(_NEGATION.search(clause)))
+    return _Gates(blocked=blocked, negated=bool(_NEGATION.re.search(clause)))
 
 
 def _require_aware(when: datetime) -> datetime:
@@ -167,8 +255,9 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     if not isinstance(turn.text, str) or not turn.text.strip():
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
+    referent = _Referent()
     for sentence in split_sentences(turn.text):
-        for cand in _extract_sentence(sentence, anchor):
+        for cand in _extract_sentence(sentence, anchor, referent):
             key = (normalize_label(cand.subject), cand.predicate,
                    normalize_label(cand.object), cand.negated)  # fmt: skip
             if key not in best or cand.confidence > best[key].confidence:
@@ -178,24 +267,32 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     return [c for k, c in best.items() if not (k[1] == "plans_to" and (k[0], k[2]) in promised)]
 
 
-def _extract_sentence(sentence: str, anchor: datetime) -> list[CandidateBelief]:
+def _extract_sentence(sentence: str, anchor: datetime,
+                      referent: _Referent | None = None) -> list[CandidateBelief]:
     text = sentence
-    explicit_match = _EXPLICIT.match(text)
+    explicit_match = _EXPLICIT.re.match(text)
     explicit = explicit_match is not None
     if explicit_match:
         text = explicit_match.group("rest")
-    text = _PROMISE_WOULD.sub(r"\1 will", text)
+    text = _PROMISE_WOULD.re.sub(r"\1 will", text)
     out: list[CandidateBelief] = []
     # A leading condition governs the whole sentence: "If I get the job, I'm moving to X".
-    conditional = _CONDITIONAL_START.match(text) is not None
+    conditional = _CONDITIONAL_START.re.match(text) is not None
+    referent = referent if referent is not None else _Referent()
     for clause in [] if conditional else clauses(text):
+        clause = referent.resolve(clause)
         gates = _gates(clause)
-        if gates.blocked:
-            continue
-        phrases = find_date_phrases(clause)
-        for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
-            for match in rule.pattern.finditer(clause):
-                out.extend(_apply(rule, match, clause, phrases, anchor, explicit))
+        found: list[CandidateBelief] = []
+        if not gates.blocked:
+            phrases = find_date_phrases(clause)
+            present = rules.present_gates(clause)
+            for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
+                if not rule.may_match(present):
+                    continue
+                for match in rule.pattern.finditer(clause):
+                    found.extend(_apply(rule, match, clause, phrases, anchor, explicit))
+        referent.update(clause, found)
+        out.extend(found)
     if explicit and not out:
         remembered = clean_remembered(text)
         if remembered:
@@ -220,6 +317,11 @@ def _group_values(
             span = _without_dates(clause, match.start(group), match.end(group), phrases, policy)
             cleaned = clean_object(span, policy, rule.max_words, rule.split_and, rule.reject,
                                    rule.strip_possessive)  # fmt: skip
+            if cleaned is None and policy == "proper" and _casual(clause):
+                cleaned = clean_lower_place(span)
+        elif group == "rel":
+            cleaned = _lookup(group, raw)
+            values["relword"] = (rel_label(raw),)
         elif group in ("name", "name2"):
             cleaned = clean_name(raw)
         else:
@@ -264,7 +366,7 @@ def _without_dates(
 
 def _since_duration(clause: str, anchor: datetime) -> datetime | None:
     """"for 5 years" -> the start of the day five years (of 365 days) before the anchor."""
-    m = _DURATION.search(clause)
+    m = _DURATION.re.search(clause)
     if not m:
         return None
     raw = " ".join(m.group("n").lower().split())
@@ -323,16 +425,18 @@ def _apply(
         for subject, predicate, obj in _expand(subject_t, predicate_t, object_t, values):
             if predicate not in PREDICATES or check_subject(subject) is not None:
                 continue
+            if predicate == "works_at" and obj.lower().rsplit(" ", 1)[-1] in _UNIT_WORDS:
+                continue  # "a nurse at the night shift", "engineer at the platform team"
             out.append(CandidateBelief(subject, predicate, obj, source, confidence,
                                        valid_from, valid_to, rule.negated))  # fmt: skip
     return out
 
 
-_FIELD = re.compile(r"\{(\w+)\}")
+_FIELD = LazyRegex(r"\{(\w+)\}")
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
-    return _FIELD.sub(lambda m: values[m.group(1)], template)
+    return _FIELD.re.sub(lambda m: values[m.group(1)], template)
 
 
 def _expand(
@@ -342,9 +446,11 @@ def _expand(
     derived = dict(values)
     if "rel" in values:
         derived["rel_pred"] = values["rel"]
+        if "name" not in values and "relword" in values:  # "my brother lives in ..."
+            derived["name"] = (UNNAMED_PREFIX + values["relword"][0],)
     if "verb" in values:
         derived["verb_lemma"] = values["verb"]
-    needed = {f for t in (subject_t, predicate_t, object_t) for f in _FIELD.findall(t)}
+    needed = {f for t in (subject_t, predicate_t, object_t) for f in _FIELD.re.findall(t)}
     if not needed <= derived.keys():
         return []
     multi = [f for f in needed if len(derived[f]) > 1]

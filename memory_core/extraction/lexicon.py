@@ -8,6 +8,34 @@ here to widen every rule that uses it.
 from __future__ import annotations
 
 import re
+import re._parser as sre_parse  # type: ignore[import-not-found]  # loaded by ``re`` already
+from collections.abc import Iterable
+from re._constants import (  # type: ignore[import-not-found]
+    ATOMIC_GROUP,
+    BRANCH,
+    LITERAL,
+    MAX_REPEAT,
+    MIN_REPEAT,
+    POSSESSIVE_REPEAT,
+    SUBPATTERN,
+)
+from typing import Any
+
+
+class LazyRegex:
+    """A regex compiled on first use (``.re``): importing the extractor compiles nothing."""
+
+    __slots__ = ("_compiled", "_flags", "_source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self._source, self._flags = source, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def re(self) -> re.Pattern[str]:
+        if self._compiled is None:  # a race compiles twice, harmlessly
+            self._compiled = re.compile(self._source, self._flags)
+        return self._compiled
 
 
 def lex(text: str) -> tuple[str, ...]:
@@ -29,7 +57,13 @@ JOBS = lex(
     "mathematician|economist|banker|realtor|real estate agent|receptionist|secretary|"
     "sysadmin|tutor|coach|personal trainer|dancer|actor|actress|comedian|filmmaker|intern|"
     "caregiver|nanny|midwife|soldier|youtuber|streamer|podcaster|social media manager|"
-    "stay-at-home mom|stay-at-home dad|stay-at-home parent|student|grad student|phd student"
+    "stay-at-home mom|stay-at-home dad|stay-at-home parent|student|grad student|phd student|"
+    "team lead|tech lead|lead|director|trainer|server|sous chef|head chef|line cook|"
+    "engineering manager|supervisor|coordinator|specialist|administrator"
+)
+DIETS = lex(
+    "vegetarian|vegan|pescatarian|pescetarian|keto|paleo|plant-based|gluten-free|dairy-free|"
+    "flexitarian|carnivore|whole30|low-carb|raw vegan|lacto-vegetarian|ovo-vegetarian"
 )
 JOB_MODIFIER_BLOCK = lex(
     "of|the|a|an|and|or|my|your|not|big|huge|fan|bit|little|lot|kind|sort|such|total|really|"
@@ -79,6 +113,32 @@ _REL_GROUPS = {
     "team lead|cofounder|co-founder|business partner",
 }
 REL_PREDICATE = {w: pred for pred, words in _REL_GROUPS.items() for w in lex(words)}
+# The label of an unnamed relative ("my mum" -> "user's mom") and who "he"/"she" can be.
+REL_CANONICAL = {
+    "mom": "mother", "mum": "mother", "mommy": "mother", "dad": "father", "daddy": "father",
+    "hubby": "husband", "sis": "sister", "gf": "girlfriend", "bf": "boyfriend",
+    "fiancé": "fiance", "fiancée": "fiancee", "co-worker": "coworker", "grandmother": "grandma",
+    "granny": "grandma", "nana": "grandma", "grandfather": "grandpa", "grandad": "grandpa",
+    "granddad": "grandpa", "step-sister": "stepsister", "step-brother": "stepbrother",
+    "step-son": "stepson", "step-daughter": "stepdaughter", "bestie": "best friend",
+    "bff": "best friend", "co-founder": "cofounder", "auntie": "aunt",
+}  # fmt: skip
+_MALE = lex(
+    "brother|twin brother|half-brother|stepbrother|husband|boyfriend|fiance|son|stepson|father|"
+    "stepdad|stepfather|uncle|grandpa|grandson|nephew|father-in-law|brother-in-law|son-in-law"
+)
+_FEMALE = lex(
+    "sister|twin sister|half-sister|stepsister|wife|girlfriend|fiancee|daughter|stepdaughter|"
+    "mother|stepmom|stepmother|aunt|grandma|granddaughter|niece|mother-in-law|sister-in-law|"
+    "daughter-in-law"
+)
+REL_GENDER = {**{w: "he" for w in _MALE}, **{w: "she" for w in _FEMALE}}
+
+
+def rel_label(word: str) -> str:
+    """The canonical relation word: "Mum" -> "mother", "sis" -> "sister"."""
+    low = " ".join(word.lower().split())
+    return REL_CANONICAL.get(low, low)
 REL_ADJ = lex(
     "older|younger|big|little|baby|twin|best|oldest|youngest|eldest|middle|close|good|old|"
     "childhood|dear|new|lovely|amazing|awesome|wonderful|sweet|beautiful|favorite|favourite"
@@ -180,5 +240,73 @@ DATE_SURFACE_BARE = (
     rf"|(?:19|20)\d\d)(?![\w])"
 )
 DATE_SURFACE = rf"(?P<obj>{DATE_SURFACE_BARE})"
-# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ..."
-TP = rf"^(?:my\s+{REL_ADJS}{REL}(?:\s+|,\s*(?={NAME_WORD},)))?{NAME},?\s+{ADV}"
+# A third party at the start of a clause: "Anna ...", "my sister Anna ...", "my wife, Maria, ...",
+# "my brother ..."
+TP = (
+    rf"^(?:my\s+{REL_ADJS}{REL}(?:(?:\s+|,\s*(?={NAME_WORD},))(?=(?-i:{NAME_WORD})))?)?"
+    rf"{NAME}?,?\s+{ADV}"
+)  # without a name ("my brother lives in ..."), the subject is "user's brother"
+# A run of capitalised words: an organisation named without a cue ("I joined Stripe").
+CAPS = r"(?-i:[A-Z])[\w&'’.-]*(?:\s+(?-i:[A-Z])[\w&'’.-]*){0,3}"
+
+
+# --- rule gates ----------------------------------------------------------------------------
+MIN_GATE_CHARS = 3
+
+
+class GateScan:
+    """Which gate strings of a rule table occur in a lowercased clause, in one regex pass.
+
+    A lookahead at every position finds the longest gate string starting there; the gate
+    strings that are prefixes of it start there too ("lives" -> "live" as well).
+    """
+
+    def __init__(self, gates: Iterable[frozenset[str]]) -> None:
+        strings = sorted({g for gate in gates for g in gate}, key=len, reverse=True)
+        self._regex = LazyRegex("(?=(" + "|".join(map(re.escape, strings)) + "))")
+        self._prefixes = {f: frozenset(g for g in strings if f.startswith(g)) for f in strings}
+
+    def present(self, lowered: str) -> frozenset[str]:
+        found: set[str] = set()
+        for m in self._regex.re.finditer(lowered):
+            found |= self._prefixes[m.group(1)]
+        return frozenset(found)
+
+
+def required_literals(source: str) -> frozenset[str]:
+    """Lowercase strings of which every match of ``source`` contains at least one (empty:
+    no such set is known). A rule whose gate misses the clause cannot match: skipping it
+    saves the regex run. Read from the parsed regex: literal runs of 3+ characters in the
+    mandatory parts, alternatives of a branch, groups and repeats of at least one."""
+    return _required(list(sre_parse.parse(source, re.IGNORECASE))) or frozenset()
+
+
+def _required(items: list[Any]) -> frozenset[str] | None:
+    candidates: list[frozenset[str]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) >= MIN_GATE_CHARS:
+            candidates.append(frozenset({"".join(run).lower()}))
+        run.clear()
+
+    for op, av in items:
+        if op is LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        found: frozenset[str] | None = None
+        if op is SUBPATTERN:
+            found = _required(list(av[-1]))
+        elif op is ATOMIC_GROUP:
+            found = _required(list(av))
+        elif op is BRANCH:
+            alts = [_required(list(b)) for b in av[1]]
+            found = frozenset().union(*alts) if alts and all(alts) else None  # type: ignore[arg-type]
+        elif op in (MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT) and av[0] >= 1:
+            found = _required(list(av[2]))
+        if found:
+            candidates.append(found)
+    flush()
+    # The most selective: the set whose shortest string is longest, then the smallest set.
+    return max(candidates, key=lambda c: (min(map(len, c)), -len(c)), default=None)

@@ -12,6 +12,7 @@ Regexes stay linear: no nested unbounded quantifiers; clauses are capped in leng
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -19,8 +20,10 @@ from typing import Literal
 from memory_core.extraction.lexicon import (
     ADV,
     APPOINTMENTS,
+    CAPS,
     DATE_SURFACE,
     DATE_SURFACE_BARE,
+    DIETS,
     END,
     EVENTS,
     GENDERS,
@@ -43,8 +46,10 @@ from memory_core.extraction.lexicon import (
     WE,
     WE_ARE,
     WE_HAVE,
+    GateScan,
     alt,
     lex,
+    required_literals,
 )
 
 Policy = Literal["entity", "proper", "phrase", "pref", "date"]
@@ -55,8 +60,11 @@ DateRole = Literal["none", "event", "since", "deadline"]
 
 @dataclass(frozen=True)
 class Rule:
+    """One rule. Its regex compiles on first use: importing the extractor stays cheap (the
+    whole table costs ~0.4 s of ``re.compile``), and a process that never extracts never pays."""
+
     name: str
-    pattern: re.Pattern[str]
+    source: str  # the regex, matched case-insensitively
     emits: tuple[tuple[str, str, str], ...]
     policy: Policy = "entity"
     date_role: DateRole = "none"
@@ -69,10 +77,24 @@ class Rule:
     strip_possessive: bool = False  # "my first car" -> "first car" (the owner is the subject)
     reject: frozenset[str] = frozenset()
 
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, re.IGNORECASE)
+
+    @functools.cached_property
+    def gate(self) -> frozenset[str]:
+        """Lowercase strings one of which any match contains (empty: always run)."""
+        return required_literals(self.source)
+
+    def may_match(self, present: frozenset[str] | None) -> bool:
+        """False when the clause cannot match: none of the gate strings is ``present`` in it
+        (``present_gates``; None: unknown, run the rule)."""
+        return present is None or not self.gate or not self.gate.isdisjoint(present)
+
 
 def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
     triples = tuple(tuple(e.split(" ", 2)) for e in emits)
-    return Rule(name, re.compile(pattern, re.IGNORECASE), triples, **options)  # type: ignore[arg-type]
+    return Rule(name, pattern, triples, **options)  # type: ignore[arg-type]
 
 
 _S = "@speaker"
@@ -85,6 +107,8 @@ IDENTITY_RULES = (
     _r("call_me", rf"\bcall\s+me\s+{NAME}", f"{_S} preferred_name_is {{name}}",
        explicit=True, confidence=0.9),
     _r("intro", rf"^I(?:['’]?m|\s+am)\s+{NAME}(?=\s*(?:$|[,.!]|and\b|btw\b|here\b))",
+       f"{_S} name_is {{name}}", confidence=0.6),
+    _r("here", rf"^{NAME}\s+(?:here|again|checking\s+in)(?=\s*(?:$|[,.!;:]))",
        f"{_S} name_is {{name}}", confidence=0.6),
     _r("go_by", rf"\bI\s+go\s+by\s+{NAME}", f"{_S} preferred_name_is {{name}}", confidence=0.8),
     _r("age", rf"{I_AM}\s+{ADV}(?P<age>\d{{1,3}})(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?"
@@ -167,10 +191,52 @@ _UNIT = (
     r"(?:the\s+(?:[\w-]+\s+){0,2}?(?:team|group|department|division|office|branch|lab|unit)\s+"
     r"(?:at|of|in)\s+(?=(?-i:[A-Z])))?"
 )
+# "a small firm called Baker Tilly": the employer is the name.
+_CALLED = (
+    r"(?:(?:an?|the)\s+(?:[\w-]+\s+){0,3}?(?:company|firm|startup|agency|shop|restaurant|"
+    r"bakery|store|studio|lab|nonprofit|place|business|bank|school|hospital|clinic|cafe)\s+"
+    r"(?:called|named)\s+(?=(?-i:[A-Z])))?"
+)
+# What may follow an employer named without a cue ("I joined Stripe last week"), so that
+# "I joined Sarah for lunch" is not a job.
+_ORG_END = (
+    r"(?=\s*(?:$|[,.!;:)]|as\b|in\b|on\b|last\b|this\b|earlier\b|a\s+(?:few|couple)\b|"
+    r"(?:\w+\s+){1,2}ago\b|back\b|recently\b|now\b|today\b|yesterday\b|and\s+I\b|so\b|"
+    r"but\b|because\b|full[\s-]time\b|part[\s-]time\b|after\b|actually\b|too\b|"
+    r"officially\b|lol\b|haha\b))"
+)
+_JOIN = (
+    r"(?:joined|started\s+at|started\s+working\s+(?:at|for)|began\s+at|"
+    r"got\s+(?:a|an|the)\s+(?:new\s+)?(?:job|position|role)\s+(?:at|with))"
+)
+_DIET = (
+    rf"(?P<diet>{alt(DIETS)})(?![\w-])(?!\s+(?:restaurant|restaurants|food|place|places|recipe|"
+    r"recipes|cafe|option|options|dish|dishes|meal|meals|burger|burgers|cheese|friend|friends|"
+    r"bakery|menu|version|chef|cook|cookbook|blog|alternative|alternatives|snack|snacks)\b)"
+)
 WORK_RULES = (
-    _r("work_at", rf"\bI\s+{ADV}work\s+(?:at|for)\s+{_UNIT}{OBJ}", f"{_S} works_at {{obj}}",
-       date_role="since", confidence=0.8),
-    _r("working_at", rf"{I_AM}\s+{ADV}(?:working|employed)\s+(?:at|for|by)\s+{_UNIT}{OBJ}",
+    _r("work_at", rf"\bI\s+{ADV}work\s+(?:at|for)\s+{_UNIT}{_CALLED}{OBJ}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.8),
+    _r("joined", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}{_JOIN}\s+{_CALLED}(?P<obj>{CAPS}){_ORG_END}",
+       f"{_S} works_at {{obj}}", date_role="since", confidence=0.7),
+    _r("join_as", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}(?:{_JOIN}|(?:was|got)\s+hired\s+(?:at|by))\s+"
+       rf"[^,.;]{{1,60}}?\s+as\s+(?:an?\s+|the\s+|their\s+|our\s+)?{JOB}",
+       f"{_S} job_title_is {{job}}", date_role="since", confidence=0.7),
+    _r("with_now", rf"{I_AM}\s+(?:now|currently)\s+with\s+(?P<obj>{CAPS}){_ORG_END}",
+       f"{_S} works_at {{obj}}", confidence=0.65),
+    _r("with_now_after", rf"{I_AM}\s+with\s+(?P<obj>{CAPS})\s+now\b", f"{_S} works_at {{obj}}",
+       confidence=0.65),
+    _r("quit_org", rf"\bI\s+{ADV}quit\s+(?P<obj>{CAPS})(?![\w'’-])", f"{_S} works_at {{obj}}",
+       negated=True, confidence=0.65),
+    _r("promoted", rf"(?:\bI\s+{ADV}|^{ADV})(?:got|was|have\s+been|['’]ve\s+been)\s+{ADV}"
+       rf"promoted\s+to\s+(?:an?\s+|the\s+)?{JOB}", f"{_S} job_title_is {{job}}",
+       date_role="since", confidence=0.75),
+    _r("job_now", rf"{I_AM}\s+{ADV}(?:now|officially)\s+(?:the\s+)?(?!an?\s){JOB}"
+       rf"(?:\s+(?:at|for|with)\s+{OBJ})?", f"{_S} job_title_is {{job}}",
+       f"{_S} works_at {{obj}}", confidence=0.7),
+    _r("their_job_now", rf"{I_AM}\s+{ADV}(?:the|their|our)\s+(?:new\s+)?{JOB}\s+now\b",
+       f"{_S} job_title_is {{job}}", confidence=0.65),
+    _r("working_at", rf"{I_AM}\s+{ADV}(?:working|employed)\s+(?:at|for|by)\s+{_UNIT}{_CALLED}{OBJ}",
        f"{_S} works_at {{obj}}", date_role="since", confidence=0.75),
     _r("worked_at", rf"{I_HAVE}\s+{ADV}(?:worked|been\s+working)\s+(?:at|for)\s+{OBJ}",
        f"{_S} works_at {{obj}}", date_role="since", confidence=0.7),
@@ -200,9 +266,11 @@ WORK_RULES = (
        date_role="since"),
     _r("status", rf"{I_AM}\s+{ADV}(?P<job>retired|unemployed|self-employed){END}",
        f"{_S} job_title_is {{job}}", confidence=0.7),
-    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been)\s+{ADV}(?:an?\s+)?(?:strict\s+)?"
-       r"(?P<job>vegetarian|vegan|pescatarian)"
-       rf"{END}", f"{_S} is_a {{job}}", confidence=0.7),
+    _r("diet", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:went|turned|became|switched\s+to|"
+       rf"converted\s+to|eat|only\s+eat))\s+{ADV}(?:an?\s+)?(?:strict\s+|full\s+|fully\s+)?"
+       rf"{_DIET}", f"{_S} diet {{diet}}", date_role="since", confidence=0.7),
+    _r("diet_on", rf"{I_AM}\s+{ADV}(?:doing|on|following)\s+(?:an?\s+|the\s+)?{_DIET}",
+       f"{_S} diet {{diet}}", date_role="since", confidence=0.7),
     _r("study_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|enrolled)\s+(?:at|in)\s+"
        rf"(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper"),
     _r("field_at", rf"\bI(?:['’]?m|\s+am)?\s+{ADV}(?:study|studying|majoring\s+in)\s+"
@@ -237,6 +305,13 @@ PREFERENCE_RULES = (
        f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.7),
     _r("prefers", rf"\bI\s+{ADV}prefer\s+{OBJ}", f"{_S} prefers {{obj}}", policy="phrase",
        max_words=6),
+    # "I switched from coffee to tea": tea now, coffee no longer.
+    _r("switch_to", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}(?:switched|changed|swapped)\s+from\s+"
+       rf"(?P<obj2>[^,.;]{{1,40}}?)\s+to\s+{OBJ}", f"{_S} prefers {{obj}}", policy="phrase",
+       max_words=4, date_role="since", confidence=0.7),
+    _r("switch_from", rf"\bI(?:['’]ve|\s+have)?\s+{ADV}(?:switched|changed|swapped)\s+from\s+"
+       rf"(?P<obj2>[^,.;]{{1,40}}?)\s+to\s+{OBJ}", f"{_S} prefers {{obj2}}", policy="phrase",
+       max_words=4, negated=True, confidence=0.7),
     _r("favorite", r"\bmy\s+(?:all[\s-]time\s+|absolute\s+|personal\s+)?favou?rite\s+"
        r"(?P<cat>[a-z-]+(?:\s+[a-z-]+)?)(?:\s+of\s+all\s+time|\s+ever|\s+right\s+now)?\s+"
        rf"(?:is|are|has\s+to\s+be)\s+{OBJ}", f"{_S} favorite {{cat}}: {{obj}}", policy="pref",
@@ -269,6 +344,13 @@ RELATION_RULES = (
     _r("divorced", rf"\bI\s+{ADV}divorced\s+{NAME}", f"{_S} married_to {{name}}", negated=True),
     _r("broke_up", rf"\bI\s+{ADV}(?:broke\s+up|split\s+up)\s+with\s+{NAME}",
        f"{_S} has_partner {{name}}", negated=True),
+    _r("name_and_i_broke_up", rf"{NAME}\s+and\s+I\s+{ADV}(?:broke\s+up|split\s+up|"
+       r"separated|called\s+it\s+quits)\b", f"{_S} has_partner {{name}}", negated=True),
+    _r("seeing_someone", rf"(?:{I_AM}|\bI\s+{ADV}started)\s+{ADV}(?:seeing|dating)\s+someone"
+       rf"(?:\s+new)?,?\s+(?:her|his|their)\s+name(?:['’]s|\s+is)\s+{NAME}",
+       f"{_S} has_partner {{name}}", date_role="since", confidence=0.7),
+    _r("seeing", rf"{I_AM}\s+{ADV}seeing\s+{NAME}(?=\s*(?:$|[,.!;]|now\b|and\b|these\b))",
+       f"{_S} has_partner {{name}}", date_role="since", confidence=0.65),
     _r("kids_count", r"\b(?:I|we)\s+have\s+(?P<n>\d|one|two|three|four|five|six|seven|eight)\s+"
        r"(?:(?:young|little|grown|adult|beautiful|amazing|wonderful|lovely)\s+)?(?:kids|children)"
        r"\b", f"{_S} child_count_is {{n}}", confidence=0.8),
@@ -371,8 +453,19 @@ THIRD_PARTY_RULES = (
        f"{_S} {{rel_pred}} {{name}}", policy="proper", confidence=0.7),
     _r("tp_moved", rf"{TP}moved\s+to\s+{OBJ}", "{name} lives_in {obj}", "{name} moved_to {obj}",
        f"{_S} {{rel_pred}} {{name}}", policy="proper", date_role="event", confidence=0.7),
-    _r("tp_job", rf"{TP}is\s+an?\s+{JOB}", "{name} job_title_is {job}",
+    _r("tp_joined", rf"{TP}{_JOIN}\s+{_CALLED}(?P<obj>{CAPS}){_ORG_END}", "{name} works_at {obj}",
+       f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
+    _r("tp_join_as", rf"{TP}(?:{_JOIN}|(?:was|got)\s+hired\s+(?:at|by))\s+[^,.;]{{1,60}}?\s+as\s+"
+       rf"(?:an?\s+|the\s+|their\s+)?{JOB}", "{name} job_title_is {job}",
+       f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
+    _r("tp_quit", rf"{TP}quit\s+(?P<obj>{CAPS})(?![\w'’-])", "{name} works_at {obj}",
+       negated=True, confidence=0.6),
+    _r("tp_diet", rf"{TP}(?:went|is|has\s+gone|became|turned)\s+{ADV}(?:an?\s+)?{_DIET}",
+       "{name} diet {diet}", f"{_S} {{rel_pred}} {{name}}", date_role="since", confidence=0.65),
+    _r("tp_job", rf"{TP}is\s+{ADV}an?\s+{JOB}", "{name} job_title_is {job}",
        f"{_S} {{rel_pred}} {{name}}", confidence=0.65),
+    _r("tp_job_works", rf"{TP}is\s+{ADV}an?\s+{JOB},?\s+(?:and\s+)?works\s+(?:at|for)\s+{OBJ}",
+       "{name} works_at {obj}", date_role="since", confidence=0.6),
     _r("tp_age", rf"{TP}is\s+(?P<age>\d{{1,3}})(?:\s+years?\s+old)?(?=\s*(?:$|[,.!;]|and\b))",
        "{name} age_is {age}", f"{_S} {{rel_pred}} {{name}}", confidence=0.7),
     _r("tp_turned", rf"{TP}(?:just\s+)?turned\s+(?P<age>\d{{1,3}})(?![\w%])", "{name} age_is {age}",
@@ -420,3 +513,14 @@ POSITIVE_RULES: tuple[Rule, ...] = (
     IDENTITY_RULES + LOCATION_RULES + WORK_RULES + PREFERENCE_RULES + RELATION_RULES
     + POSSESSION_RULES + PLAN_RULES + THIRD_PARTY_RULES
 )
+
+
+@functools.cache
+def _gate_scan() -> GateScan:
+    return GateScan(r.gate for r in POSITIVE_RULES + NEGATION_RULES)
+
+
+def present_gates(clause: str) -> frozenset[str] | None:
+    """The gate strings of the rule table found in ``clause`` (None when it is not ASCII:
+    case folding beyond ASCII is left to the regexes themselves)."""
+    return _gate_scan().present(clause.lower()) if clause.isascii() else None

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import re
 
-from memory_core.extraction.lexicon import NAME_STOP, lex
+from memory_core.extraction.lexicon import NAME_STOP, LazyRegex, lex
 from memory_core.model.hygiene import check_subject
 
 MAX_TEXT_CHARS = 32_000
 MAX_SENTENCE_CHARS = 400
 MAX_REMEMBER_CHARS = 300
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_INLINE_CODE = re.compile(r"`[^`\n]{0,200}`")
+_CONTROL = LazyRegex(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_INLINE_CODE = LazyRegex(r"`[^`\n]{0,200}`")
 # No alternative starts with \s*: that is quadratic on a long run of blanks.
-_SENT_SPLIT = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|[\r\n]\s*")
-_ABBREV_END = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|vs|e\.g|i\.e|approx)\.$", re.I)
-_FILLER = re.compile(
+_SENT_SPLIT = LazyRegex(r"(?<=[.!?…])[\"'”’)\]]*\s+|[\r\n]\s*")
+_ABBREV_END = LazyRegex(r"\b(?:Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|vs|e\.g|i\.e|approx)\.$", re.I)
+_FILLER = LazyRegex(
     r"^(?:(?:oh|ah|aw|well|so|also|and|but|anyway|anyways|btw|by\s+the\s+way|actually|yeah|"
     r"yes|yep|yup|no|nope|ok|okay|haha+|lol|hey|hi|hello|um+|uh+|hmm+|honestly|fun\s+fact|"
     r"guess\s+what|wow|omg|sure|right|great|cool|nice|true|ha|heh|ugh|alright|thanks|"
@@ -30,16 +30,20 @@ _FILLER = re.compile(
     r"for\s+me)\b[\s,!.:;-]*){1,4}",
     re.IGNORECASE,
 )
-_CLAUSE_SPLIT = re.compile(
+_CLAUSE_SPLIT = LazyRegex(
     r",?\s*\bbut\b\s*|;\s*|(?<=\s)[—–-]\s+"
-    r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my)\b)"
-    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we)\s+(?!(?:are|have\s+been)\b))"
+    r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my|he|she|they)\b)"
+    r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we|he|she|they)\s+(?!(?:are|have\s+been|were|broke|split|separated|"
+    r"got\s+(?:married|engaged)|called\s+it)\b))"
+    r"|,\s*(?=(?:not|no\s+more|no\s+longer)\s)|,?\s+so\s+(?=(?:nothing|no|not|none|never)\b)"
+    r"|(?<=[a-z]):\s+"
+    r"|,\s*(?:and|or)\s+(?=(?:maybe|perhaps|possibly|probably)\b)"
     r"|,\s*(?=(?:what|how)\s+about\b)|,\s*(?=(?:do|did|are|have|what|how|and)\s+you\b)"
     r"|,\s+(?=(?:I|I['’]m|I['’]ve|we|it|it['’]s|they|he|she|you|nobody|everyone|no\s+one|"
     r"that|this)\b)",
     re.IGNORECASE,
 )
-_HARD_CUT = re.compile(
+_HARD_CUT = LazyRegex(
     r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<!St|Dr|Mr|Ms|Mt|Jr|Sr)(?<!Mrs)\.(?=\s|$)"
     r"|\s(?:lol|haha+|lmao|tbh|btw|imo|xd)\b",
     re.IGNORECASE,
@@ -107,30 +111,30 @@ _COMPOUNDS = _set(
     "hide and seek|truth or dare|pros and cons|rhythm and blues|bread and butter|"
     "law and order|pride and prejudice|war and peace|black and white|sweet and sour"
 )
-_PROPER_AFTER_IN = re.compile(
+_PROPER_AFTER_IN = LazyRegex(
     r"^\s*(?:an?|the|my|our)\s+(?:[a-z][\w-]*\s+){1,4}?(?:in|near|outside(?:\s+of)?|just\s+outside)\s+"
     r"(?=(?:the\s+)?[A-Z])"
 )
-_AND_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+(?:and|&)\s+", re.IGNORECASE)
+_AND_SPLIT = LazyRegex(r"\s*,\s*(?:and\s+)?|\s+(?:and|&)\s+", re.IGNORECASE)
 
 
 def strip_fillers(text: str) -> str:
     """Drop leading discourse fillers ("Oh, well, so ...")."""
-    return _FILLER.sub("", text.strip(), count=1).strip()
+    return _FILLER.re.sub("", text.strip(), count=1).strip()
 
 
 def _drop_code(text: str) -> str:
     fenced = text.split("```")
     prose = "\n".join(fenced[0::2])  # odd parts were inside ``` fences
-    return _INLINE_CODE.sub(" [code] ", _CONTROL.sub(" ", prose))
+    return _INLINE_CODE.re.sub(" [code] ", _CONTROL.re.sub(" ", prose))
 
 
 def sentences(text: str) -> list[str]:
     """The prose sentences of a turn: bounded, code-free, fillers stripped."""
-    pieces = _SENT_SPLIT.split(_drop_code(text[:MAX_TEXT_CHARS]))
+    pieces = _SENT_SPLIT.re.split(_drop_code(text[:MAX_TEXT_CHARS]))
     merged: list[str] = []
     for piece in pieces:
-        if merged and _ABBREV_END.search(merged[-1]):
+        if merged and _ABBREV_END.re.search(merged[-1]):
             merged[-1] = f"{merged[-1]} {piece}"
         else:
             merged.append(piece)
@@ -147,7 +151,7 @@ def sentences(text: str) -> list[str]:
 
 def clauses(sentence: str) -> list[str]:
     """Independent clauses, so a question or hypothetical in one does not hide another."""
-    parts = (strip_fillers(p) for p in _CLAUSE_SPLIT.split(sentence))
+    parts = (strip_fillers(p) for p in _CLAUSE_SPLIT.re.split(sentence))
     return [p for p in parts if p]
 
 
@@ -224,11 +228,11 @@ def clean_object(
     if policy == "date":
         text = " ".join(raw.split()).strip(" .,!?;:")
         return (text,) if text else None
-    cut = _HARD_CUT.search(raw)
+    cut = _HARD_CUT.re.search(raw)
     raw = raw[: cut.start()] if cut else raw
     if policy == "proper":
         # "a small town in Maine": the place is the proper name after "in"
-        lead = _PROPER_AFTER_IN.match(raw)
+        lead = _PROPER_AFTER_IN.re.match(raw)
         raw = raw[lead.end() :] if lead else raw
     entity = policy in ("entity", "proper")
     words = _cut_words(raw.split(), entity, split_and)
@@ -240,10 +244,42 @@ def clean_object(
     phrase = " ".join(words)
     parts = [phrase]
     if split_and and phrase.lower() not in _COMPOUNDS:
-        parts = [p for p in _AND_SPLIT.split(phrase) if p]
+        parts = [p for p in _AND_SPLIT.re.split(phrase) if p]
         parts = [" ".join(_trim(p.split(), entity, policy != "phrase")) for p in parts]
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
+
+
+_LOWER_PLACE_STOP = _set(
+    "fear|denial|hope|peace|sin|luxury|poverty|debt|town|city|country|place|house|apartment|"
+    "flat|home|tears|action|general|particular|order|love|harmony|style|comfort|misery|pain|"
+    "limbo|silence|shame|hiding|secret|public|private|sync|line|charge|bed|heaven|hell|fact|"
+    "theory|practice|person|response|turn|awe|dread|anticipation|progress|front|tandem|"
+    "isolation|quiet|part|parts|new|old|big|small|nice|same|different|another|other|next|"
+    "first|suburbs|suburb|countryside|village|neighborhood|neighbourhood|area|region|state|"
+    "building|dorm|dorms|campus|shelter|van|car|basement|studio|condo|room|unit|complex|"
+    "office|school|work|college|uni|university|hospital|town|downtown|uptown|midtown|"
+    "team|department|role|position|job|stage|level|phase|step|side|direction|way|point|"
+    "version|plan|option|idea|spot|bay|coast|east|west|north|south|lol|rn|tbh|now|sf"
+)
+
+
+def clean_lower_place(raw: str) -> str | None:
+    """A place written in lowercase by a speaker who writes without capitals ("i moved to
+    mountain view") -> "Mountain View"; None for anything that reads like a common noun."""
+    cut = _HARD_CUT.re.search(raw)
+    raw = raw[: cut.start()] if cut else raw
+    words = _trim(_cut_words(raw.split(), True, False), True, articles=False)
+    if not words or len(words) > 3:
+        return None
+    low = [w.lower().rstrip(".") for w in words]
+    if not all(w.isalpha() for w in low) or any(w in _LOWER_PLACE_STOP or w in ENTITY_STOP
+                                                 or w in ENTITY_BAD_START for w in low):
+        return None
+    if low[0] in _DANGLING or (len(low) == 1 and len(low[0]) < 3):
+        return None
+    place = " ".join(w.capitalize() for w in low)
+    return place if check_subject(place) is None else None
 
 
 def clean_name(raw: str) -> str | None:

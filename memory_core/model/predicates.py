@@ -72,6 +72,7 @@ _SPECS: tuple[PredicateSpec, ...] = (
     PredicateSpec("dislikes", False, "entity", "something the subject dislikes"),
     PredicateSpec("prefers", False, "literal", "a preference, e.g. tea over coffee"),
     PredicateSpec("favorite", False, "literal", "a favorite, as '<category>: <value>'"),
+    PredicateSpec("diet", True, "literal", "the diet followed now, e.g. vegan, keto"),
     # relationships
     PredicateSpec("married_to", True, "entity", "spouse"),
     PredicateSpec("has_partner", False, "entity", "partner, girlfriend, boyfriend, fiance(e)"),
