@@ -171,6 +171,8 @@ def parse_backend_url(kind_name: str, var: str, raw: str) -> BackendURL:
     port = kind.default_port
     if authority.startswith("["):
         end = authority.find("]")
+        if end < 0:
+            raise _refuse(var, "has an unclosed '[' around its IPv6 host", kind)
         host_text, port_text = authority[:end + 1], authority[end + 1:]
         if port_text and not port_text.startswith(":"):
             raise _refuse(var, "has text after its IPv6 host", kind)

@@ -13,6 +13,7 @@ from scripts.cli.digest import digest
 from scripts.cli.health import health
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
+from scripts.cli.mirror import mirror
 from scripts.cli.queue import queue
 from scripts.cli.queue_verify import verify as _verify  # noqa: F401 - registers the command
 from scripts.cli.recall import recall
@@ -27,6 +28,7 @@ main.add_command(digest)
 main.add_command(health)
 main.add_command(ingest)
 main.add_command(memory)
+main.add_command(mirror)
 main.add_command(queue)
 main.add_command(recall)
 main.add_command(restore)
