@@ -20,6 +20,8 @@ of every field, so applying a batch twice, or after a crash, ends in the same gr
 from __future__ import annotations
 
 import contextlib
+import random
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +40,7 @@ log = structlog.get_logger("mnemo.mirror")
 NAME = "neo4j"
 READ_PAGE = 2_000  # edges read back per query (reconcile)
 CLEAR_PAGE = 5_000  # edges or nodes deleted per transaction by a tenant clear
+CONSTRAINT_RETRIES = 5  # a batch that lost a MERGE race runs again (see _write)
 ENTITY_FIELDS = FIELDS["entity"]
 BELIEF_FIELDS = FIELDS["belief"]
 
@@ -282,8 +285,20 @@ class Neo4jSink:
     # --- internals --------------------------------------------------------------------------
 
     def _write(self, work: Callable[[neo4j.ManagedTransaction], Any]) -> Any:
-        with self.driver.session(database=self.database) as session:
-            return session.execute_write(work)
+        """``work`` in one managed transaction (the driver retries transient errors such as
+        a deadlock). Two workers MERGEing the same new node at once: Neo4j serialises them on
+        the constraint's lock, an engine with optimistic concurrency fails the loser with a
+        constraint violation instead; the work is idempotent, so it runs again (the node
+        exists by then)."""
+        for attempt in range(CONSTRAINT_RETRIES + 1):
+            try:
+                with self.driver.session(database=self.database) as session:
+                    return session.execute_write(work)
+            except neo4j_errors.ConstraintError:
+                if attempt == CONSTRAINT_RETRIES:
+                    raise
+                time.sleep(0.05 * (attempt + 1) * (1 + random.random()))
+        raise AssertionError("unreachable")
 
     def _read(self, work: Callable[[neo4j.ManagedTransaction], Any]) -> Any:
         with self.driver.session(database=self.database) as session:

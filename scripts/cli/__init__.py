@@ -14,6 +14,8 @@ from scripts.cli.health import health
 from scripts.cli.ingest import ingest
 from scripts.cli.memory import memory
 from scripts.cli.mirror import mirror
+from scripts.cli.mirror_sync import reconcile_cmd as _reconcile  # noqa: F401 - registers
+from scripts.cli.mirror_sync import sync as _sync  # noqa: F401 - registers the command
 from scripts.cli.queue import queue
 from scripts.cli.queue_verify import verify as _verify  # noqa: F401 - registers the command
 from scripts.cli.recall import recall
