@@ -25,7 +25,8 @@ from typing import IO
 
 USER = "root"  # ArcadeDB's administrator
 PASSWORD = "mnemo-test-bolt"  # 8+ characters; a throwaway server on 127.0.0.1
-DATABASE = "mnemo"
+DATABASE = "mnemo"  # shared by the tests (they keep apart by tenant)
+OWN_DATABASE = "mnemo_own"  # for tests that look at every tenant (they empty it first)
 START_TIMEOUT_S = 180.0  # a loaded 2-core machine: the JVM start is ~5 s when idle
 
 
@@ -108,6 +109,7 @@ def _serve(root: Path, port: int) -> None:
                                               "Bolt:com.arcadedb.bolt.BoltProtocolPlugin"})
     server.start()
     server.create_database(DATABASE)
+    server.create_database(OWN_DATABASE)
     # SIGTERM ends the process at once: a clean JVM shutdown through JPype crashes.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     print(f"READY {port}", flush=True)

@@ -18,8 +18,9 @@ def bolt_url(server: BoltServer) -> BackendURL:
     return parse_backend_url("neo4j", "MNEMO_NEO4J_URL", server.url)
 
 
-def make_sink(server: BoltServer, **kw: Any) -> Neo4jSink:
-    return Neo4jSink(bolt_url(server), server.user, server.password, server.database, **kw)
+def make_sink(server: BoltServer, database: str | None = None, **kw: Any) -> Neo4jSink:
+    return Neo4jSink(bolt_url(server), server.user, server.password,
+                     database or server.database, **kw)
 
 
 def make_down_sink(server: BoltServer) -> Neo4jSink:
@@ -29,20 +30,22 @@ def make_down_sink(server: BoltServer) -> Neo4jSink:
                      connect_timeout_s=1, retry_s=0.5)
 
 
-def query(server: BoltServer, cypher: str, **params: Any) -> list[dict[str, Any]]:
+def query(server: BoltServer, cypher: str, database: str | None = None,
+          **params: Any) -> list[dict[str, Any]]:
     with neo4j.GraphDatabase.driver(server.url, auth=(server.user, server.password)) as d, \
-            d.session(database=server.database) as session:
+            d.session(database=database or server.database) as session:
         return session.run(cypher, **params).data()
 
 
-def read_back(server: BoltServer, tenant: str) -> dict[tuple[str, str], dict[str, Any]]:
+def read_back(server: BoltServer, tenant: str,
+              database: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """Entities sent as records (nodes with a name) and belief edges, with their fields."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in query(server, "MATCH (n:Entity {tenant: $t}) WHERE n.name IS NOT NULL "
-                   "RETURN properties(n) AS p", t=tenant):
+                   "RETURN properties(n) AS p", database, t=tenant):
         out[("entity", r["p"]["entity_id"])] = {f: r["p"].get(f) for f in ENTITY_FIELDS}
     for r in query(server, "MATCH (s {tenant: $t})-[e:BELIEF {tenant: $t}]->(o {tenant: $t}) "
-                   "RETURN properties(e) AS p", t=tenant):
+                   "RETURN properties(e) AS p", database, t=tenant):
         out[("belief", r["p"]["belief_uid"])] = {f: r["p"].get(f) for f in BELIEF_FIELDS}
     return out
 

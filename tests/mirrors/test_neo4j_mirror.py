@@ -33,13 +33,14 @@ LIVE_SQL = ("SELECT belief_uid, subject_id, predicate, object_text, status, vali
 
 
 class Env:
-    def __init__(self, tmp_path: Path, server: BoltServer) -> None:
+    def __init__(self, tmp_path: Path, server: BoltServer, database: str | None = None) -> None:
         self.tenant, self.other = fresh_tenant("n"), fresh_tenant("o")
         self.data = tmp_path / "data"
         self.store: Store = make_store(self.data, (self.tenant, self.other))
         self.ops: Database = open_ops(Settings.from_env({}, data_dir=self.data))
         self.server = server
-        self.sink: Neo4jSink = make_sink(server)
+        self.database = database or server.database
+        self.sink: Neo4jSink = make_sink(server, self.database)
 
     def put(self, subject: str, predicate: str, obj: str, when: float,
             tenant: str | None = None, **kw: Any) -> Any:
@@ -55,7 +56,7 @@ class Env:
         return {r[0]: tuple(r[1:]) for r in rows}
 
     def mirrored(self, tenant: str | None = None) -> dict[str, tuple[Any, ...]]:
-        got = read_back(self.server, tenant or self.tenant)
+        got = read_back(self.server, tenant or self.tenant, self.database)
         return {key: (f["subject_id"], f["predicate"], f["object_text"], f["status"],
                       f["valid_to"]) for (kind, key), f in got.items() if kind == "belief"}
 
@@ -63,7 +64,7 @@ class Env:
         return {"MNEMO_DATA_DIR": str(self.data), "MNEMO_NEO4J_URL": self.server.url,
                 "MNEMO_NEO4J_USER": self.server.user,
                 "MNEMO_NEO4J_PASSWORD": self.server.password,
-                "MNEMO_NEO4J_DATABASE": self.server.database}
+                "MNEMO_NEO4J_DATABASE": self.database}
 
     def close(self) -> None:
         self.sink.close()
