@@ -75,3 +75,6 @@ def test_the_documented_codes_are_the_ones_commands_exit_with(tmp_path: Path) ->
         "a database is damaged, read-only or full"]
     assert run("health", MNEMO_DATA_DIR=str(damaged)) == doc["health:unhealthy"]
     assert doc["success"] == doc["health:healthy"] == 0
+    # `mnemo mirror reconcile` (tests/mirrors/test_reconcile.py runs clean and drift too)
+    assert run("mirror", "reconcile") == doc["reconcile:an error"]  # no mirror configured
+    assert (doc["reconcile:clean"], doc["reconcile:drift found (`--dry-run`)"]) == (0, 1)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -130,3 +131,42 @@ def test_the_script_is_the_same_command(env: Env) -> None:
                            env={**env.env_vars(), "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True, timeout=120)
     assert fixed.returncode == exit_codes.RECONCILE_CLEAN, fixed.stderr
+
+
+def test_the_backup_warns_of_drift_and_health_reports_it(env: Env) -> None:
+    from structlog.testing import capture_logs
+
+    from memory_core.clock import utcnow
+    from memory_core.db import open_ops, open_state
+    from memory_core.health import DEGRADED, OK, HealthEnv
+    from memory_core.health.mirrors import check_mirror_drift
+    from memory_core.maintenance.backup import backup
+    from memory_core.maintenance.base import JobEnv
+    from memory_core.settings import Settings
+
+    settings = Settings.from_env(env.env_vars())
+
+    def health() -> Any:
+        h = HealthEnv(settings, utcnow())
+        try:
+            return check_mirror_drift(h)
+        finally:
+            h.close()
+
+    assert health().status == OK and "not checked yet" in health().reason
+    _inject_drift(env)
+    state, ops = open_state(settings), open_ops(settings)
+    try:
+        with capture_logs() as logs:
+            report = backup(JobEnv(settings, state, ops, env.store.index, utcnow(), "w1"))
+    finally:
+        state.close()
+        ops.close()
+    assert report.counts["mirror_drift_neo4j"] == 3
+    warned = [e for e in logs if e["event"] == "mirror_drift"]
+    assert warned and (warned[0]["dead"], warned[0]["missing"], warned[0]["stale"]) == (1, 1, 1)
+    assert warned[0]["log_level"] == "warning"
+    check = health()
+    assert check.status == DEGRADED and "1 dead, 1 missing, 1 stale" in check.reason
+    assert _reconcile(env).exit_code == exit_codes.RECONCILE_CLEAN
+    assert health().status == OK and "neo4j clean at" in health().reason
