@@ -132,6 +132,16 @@ def _host(var: str, text: str, kind: _Kind) -> str:
     return text.lower()
 
 
+def parse_name(var: str, raw: str) -> str:
+    """A user or database name given in its own variable (``MNEMO_NEO4J_USER``,
+    ``MNEMO_NEO4J_DATABASE``): the URL grammar's names."""
+    value = raw.strip()
+    if not _NAME.match(value):
+        raise BackendURLError(f"{var} must be 1-63 letters, digits, '.', '_' or '-'; the value "
+                              "is not shown")
+    return value
+
+
 def parse_backend_url(kind_name: str, var: str, raw: str) -> BackendURL:
     """Parse ``raw`` (the value of variable ``var``) as a ``kind_name`` backend URL.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from memory_core.backends import BackendURL, parse_backend_url
+from memory_core.backends import BackendURL, parse_backend_url, parse_name
 from memory_core.errors import ConfigurationError
 
 PREFIX = "MNEMO_"
@@ -382,9 +382,11 @@ VARIABLES: tuple[_Var, ...] = (
          "Neo4j dual-write of belief edges, bolt[+s|+ssc]://HOST[:PORT] or "
          "neo4j[+s|+ssc]://HOST[:PORT] (off when unset; no user, password or path: "
          "MNEMO_NEO4J_USER, MNEMO_NEO4J_PASSWORD, MNEMO_NEO4J_DATABASE)."),
-    _Var("MNEMO_NEO4J_USER", "neo4j_user", _text, "Neo4j user name."),
+    _Var("MNEMO_NEO4J_USER", "neo4j_user", parse_name,
+         "Neo4j user name (letters, digits, '.', '_', '-')."),
     _Var("MNEMO_NEO4J_PASSWORD", "neo4j_password", _text, "Neo4j password.", secret=True),
-    _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", _text, "Neo4j database name."),
+    _Var("MNEMO_NEO4J_DATABASE", "neo4j_database", parse_name,
+         "Neo4j database name (letters, digits, '.', '_', '-')."),
     _Var("MNEMO_LOG_FORMAT", "log_format", _choice_parser("auto", "json", "console"),
          "Log format of every line, Dramatiq's and other libraries' included: auto (JSON "
          "unless on a terminal), json or console."),

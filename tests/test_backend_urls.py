@@ -227,3 +227,14 @@ def test_the_check_reads_the_environment_at_connect_time(monkeypatch: pytest.Mon
     monkeypatch.delenv("PGSERVICE")
     kwargs = postgres_connect_kwargs(url, None)
     assert "password" not in kwargs and kwargs["passfile"].startswith("/dev/null/")
+
+
+def test_neo4j_user_and_database_variables_use_the_name_grammar() -> None:
+    s = Settings.from_env({"MNEMO_NEO4J_URL": "bolt://g", "MNEMO_NEO4J_USER": "app.user",
+                           "MNEMO_NEO4J_DATABASE": "memory-1"})
+    assert (s.neo4j_user, s.neo4j_database) == ("app.user", "memory-1")
+    assert s.neo4j_backend is not None and s.neo4j_backend.canonical == "bolt://g:7687"
+    for var, raw in (("MNEMO_NEO4J_USER", "neo4j:pw-shh"), ("MNEMO_NEO4J_DATABASE", "a b")):
+        with pytest.raises(BackendURLError) as caught:
+            Settings.from_env({"MNEMO_NEO4J_URL": "bolt://g", var: raw})
+        assert var in str(caught.value) and raw not in str(caught.value)

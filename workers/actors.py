@@ -20,8 +20,10 @@ ledger. Their follow-ups (reconsolidation's next partition) carry the same ``win
 
 Actors let errors raise: Retries retries them with backoff and dead-letters after the last
 retry. Bad input (``InvalidInputError``, which includes an unknown tenant) and configuration
-errors (a mirror without a sink) cannot get better by retrying: they are in ``throws=`` and
-go straight to the dead letters (``mnemo queue requeue`` replays them once fixed).
+errors (a mirror without a sink), and a mirror refusing a batch for good (``MirrorError``: its
+schema is newer than this mnemo) cannot get better by retrying: they are in ``throws=`` and
+go straight to the dead letters (``mnemo queue requeue`` replays them once fixed). A mirror
+that is down (``MirrorUnavailable``) is retried with backoff.
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ from dramatiq.middleware import CurrentMessage
 from memory_core.brokers.base import send_once
 from memory_core.errors import ConfigurationError, InvalidInputError
 from memory_core.jobs import JOBS, MAINTENANCE, Job, build_message, follow_up_id
+from memory_core.mirrors.sink import MirrorError
 from workers.audit import report
 from workers.context import LazyContext
 from workers.maintenance import run_maintenance
 from workers.steps import STEPS, StepResult
 
-NON_RETRYABLE: tuple[type[Exception], ...] = (InvalidInputError, ConfigurationError)
+NON_RETRYABLE: tuple[type[Exception], ...] = (InvalidInputError, ConfigurationError,
+                                              MirrorError)
 
 __all__ = ["NON_RETRYABLE", "declare_actors", "follow_up_id", "follow_up_message"]
 

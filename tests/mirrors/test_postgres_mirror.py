@@ -201,3 +201,69 @@ def test_a_libpq_variable_refuses_the_connection(monkeypatch: pytest.MonkeyPatch
         sink.open()
     assert "PGSSLMODE" in str(caught.value)
     assert "disable-this-secret-value" not in str(caught.value)
+
+
+def test_a_schema_dropped_behind_the_sinks_back_is_made_again(pg_database: BackendURL) -> None:
+    from memory_core.mirrors.sink import order_records
+    from tests.mirrors.contract import base_batch, fresh_tenant
+
+    tenant = fresh_tenant("drop")
+    sink = PostgresSink(pg_database, None)
+    try:
+        sink.open()
+        with admin_connect(pg_database) as conn:
+            conn.execute("DROP SCHEMA mnemo CASCADE")
+        with pytest.raises(MirrorUnavailable, match="SQLSTATE 42P01"):
+            sink.apply(order_records(base_batch(tenant)))
+        sink.open()
+        sink.apply(order_records(base_batch(tenant)))  # the retry: schema made again
+        assert len(read_back(pg_database, tenant)) == len(base_batch(tenant))
+    finally:
+        sink.close()
+
+
+def test_the_ship_changes_actor_retries_a_down_mirror_until_it_is_back(
+        mirrored_ctx: WorkerContext, pgvector_database: BackendURL,
+        pgvector_server: PgvectorServer) -> None:
+    """The real actor on a Dramatiq worker with mnemo's middleware: the mirror is down when
+    the message runs, the Retries middleware re-delivers it (backoff shortened for the test),
+    and once the server is back the retry ships everything."""
+    from dramatiq.brokers.stub import StubBroker
+
+    from memory_core.jobs import build_message
+    from tests.helpers.queue_env import running, wait_for
+    from workers.actors import declare_actors
+    from workers.context import LazyContext
+    from workers.middleware import worker_middleware
+
+    ctx, url = mirrored_ctx, pgvector_database
+    _feed(ctx, 0, 4)
+    broker = StubBroker(middleware=worker_middleware())
+    declare_actors(broker, LazyContext.of(ctx))
+    broker.actors["ship_changes"].options.update(min_backoff=200, max_backoff=400)
+    head = ctx.state.conn.execute("SELECT max(id) FROM outbox").fetchone()[0]
+    ctx.ops.conn.execute("UPDATE mirror_cursors SET last_outbox_id = 0")  # ship it all again
+    pgvector_server.stop()
+    try:
+        with running(broker):
+            broker.enqueue(build_message("ship_changes", tenant="t1"))
+            wait_for(lambda: ctx.ops.conn.execute(
+                "SELECT last_error FROM mirror_cursors WHERE sink = 'postgres'").fetchone()[0],
+                timeout=30)
+            assert cursor_of(ctx.ops.conn, "postgres") == 0
+            pgvector_server.start()
+            wait_for(lambda: cursor_of(ctx.ops.conn, "postgres") == head, timeout=60)
+    finally:
+        if not _up(pgvector_server):
+            pgvector_server.start()
+        broker.close()
+    assert broker.dead_letters == []
+    _assert_mirrored(ctx, url)
+
+
+def _up(server: PgvectorServer) -> bool:
+    try:
+        admin_connect(server.url).close()
+        return True
+    except Exception:
+        return False
