@@ -15,6 +15,7 @@ import structlog
 from memory_core.errors import MnemoError
 from memory_core.maintenance.base import JobEnv
 from memory_core.mirrors.outbox import SINKS, configured_mirrors
+from memory_core.mirrors.readers import reader_for
 from memory_core.mirrors.reconcile import reconcile, record_drift
 
 log = structlog.get_logger("mnemo.maintenance")
@@ -27,10 +28,11 @@ def check_mirrors(env: JobEnv) -> dict[str, Any]:
         module, cls = SINKS[name].split(":")
         sink = getattr(importlib.import_module(module), cls).from_settings(env.settings)
         try:
-            if not hasattr(sink, "held_beliefs"):
+            reader = reader_for(sink)
+            if reader is None:
                 out[name] = "unreadable"
                 continue
-            report = reconcile(env.state.conn, sink, dry_run=True)
+            report = reconcile(env.state.conn, reader, dry_run=True)
             record_drift(env.ops.conn, report)
             out[name] = report.drift
             if report.drift:

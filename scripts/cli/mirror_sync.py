@@ -20,7 +20,8 @@ from memory_core.db.sqlite import sqlite_module
 from memory_core.errors import ConfigurationError, MnemoError
 from memory_core.mirrors.backfill import sync as backfill
 from memory_core.mirrors.outbox import SINKS, configured_mirrors
-from memory_core.mirrors.reconcile import DriftReport, MirrorReader, reconcile, record_drift
+from memory_core.mirrors.readers import reader_for
+from memory_core.mirrors.reconcile import DriftReport, reconcile, record_drift
 from memory_core.mirrors.sink import MirrorSink
 from memory_core.settings import Settings
 from scripts.cli import exit_codes
@@ -96,10 +97,10 @@ def _reconcile_one(settings: Settings, name: str, tenant: str | None,
                    dry_run: bool) -> DriftReport:
     sink = open_sink(settings, name)
     try:
-        if not hasattr(sink, "held_beliefs"):
+        reader = reader_for(sink)
+        if reader is None:
             raise ConfigurationError(f"the {name} mirror cannot be read back by this mnemo: "
                                      "reconcile another one with --sink")
-        reader: MirrorReader = sink  # type: ignore[assignment]
         with _stores(settings) as (state, ops):
             if tenant is not None and state.conn.execute(
                     "SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
