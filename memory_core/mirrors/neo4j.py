@@ -271,15 +271,14 @@ class Neo4jSink:
         """The belief fields of every edge of ``tenant``, a page at a time in uid order."""
         after = ""
         with self._errors(f"read the edges of tenant {tenant!r}"):
-            while page := self._read(lambda tx, a=after: [  # type: ignore[misc]
-                    r["p"] for r in tx.run(_READ_EDGES, tenant=tenant, after=a,
-                                           limit=READ_PAGE)]):
+            while page := [r["p"] for r in self._read(_READ_EDGES, tenant=tenant,
+                                                         after=after, limit=READ_PAGE)]:
                 yield [{f: p.get(f) for f in BELIEF_FIELDS} for p in page]
                 after = page[-1]["belief_uid"]
 
     def held_tenants(self) -> set[str]:
         with self._errors("list its tenants"):
-            records = self._read(lambda tx: list(tx.run(_TENANTS)))
+            records = self._read(_TENANTS)
         return {r["tenant"] for r in records}
 
     # --- internals --------------------------------------------------------------------------
@@ -300,9 +299,12 @@ class Neo4jSink:
                 time.sleep(0.05 * (attempt + 1) * (1 + random.random()))
         raise AssertionError("unreachable")
 
-    def _read(self, work: Callable[[neo4j.ManagedTransaction], Any]) -> Any:
-        with self.driver.session(database=self.database) as session:
-            return session.execute_read(work)
+    def _read(self, query: str, **params: Any) -> list[neo4j.Record]:
+        """One read, not retried: reconcile is run by an operator (or the backup schedule's
+        check), who had rather hear at once that the mirror is down."""
+        with self.driver.session(database=self.database,
+                                 default_access_mode=neo4j.READ_ACCESS) as session:
+            return list(session.run(query, **params))
 
     def _errors(self, what: str) -> contextlib.AbstractContextManager[None]:
         return _wrapped(self.identity, what)
