@@ -26,6 +26,7 @@ except for the vector size (384 floats with the model, ``MNEMO_HASH_DIM`` with h
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import tempfile
@@ -215,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test",
                    help="a server (its database is only used to create a fresh one)")
     args = p.parse_args(argv)
+    # A kill runs the clean-up below (the pgvector server, the fresh databases).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     servers = [("postgres", parse_backend_url("postgres", "--postgres", args.postgres))]
     pg = None
     bin_dir = pgserver_bin()

@@ -117,7 +117,7 @@ def _broker_url(var: str, raw: str) -> str:
         if parts.netloc or parts.query or parts.fragment:
             raise ConfigurationError(f"{var} must be sqlite:///PATH (no host, query or "
                                      "fragment)")
-        return value
+        return "sqlite:" + value[len("sqlite:"):]  # the scheme in lower case
     if not value.lower().startswith(("redis://", "rediss://")):
         raise ConfigurationError(f"{var} must start with one of: sqlite://, redis://, rediss:// "
                                  "(sqlite:///PATH or redis://HOST:6379/0); the value is not "

@@ -21,6 +21,7 @@ error type and the SQLSTATE, never the driver's message (it may quote row values
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -28,7 +29,6 @@ import structlog
 from psycopg import sql
 
 from memory_core.backends import BackendURL, postgres_connect_kwargs
-from memory_core.clock import from_db
 from memory_core.errors import ConfigurationError
 from memory_core.mirrors.pg_pool import ConnectionPool
 from memory_core.mirrors.sink import KINDS, MirrorError, MirrorUnavailable, Record
@@ -44,7 +44,9 @@ _TS = "timestamptz"
 
 
 def _ts(value: Any) -> Any:
-    return from_db(value) if value is not None else None
+    """The state db's fixed-width UTC text as a datetime (``fromisoformat`` reads it, and is
+    ten times faster than ``clock.from_db``'s strptime; the result is the same)."""
+    return datetime.fromisoformat(value) if value is not None else None
 
 
 def _same(value: Any) -> Any:
@@ -244,7 +246,11 @@ class PostgresSink:
     def _recorded_type(self, cur: psycopg.Cursor[Any]) -> str:
         cur.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'vector_type'")
         row = cur.fetchone()
-        return str(row[0]) if row else "real[]"
+        found = str(row[0]) if row else "real[]"
+        if found not in ("vector", "real[]"):
+            raise MirrorError(f"the Postgres mirror at {self.url.canonical} records an unknown "
+                              "vector type in mnemo.meta: restore it to 'vector' or 'real[]'")
+        return found
 
     # --- apply ----------------------------------------------------------------------------
 
@@ -270,16 +276,18 @@ class PostgresSink:
         values: list[Any] = [r.tenant, r.key]
         for column, _, convert in cols:
             value = r.row[column]
-            if column == "vector" and value is not None and self.vector_type == "vector":
-                value = "[" + ",".join(repr(float(v)) for v in value) + "]"
+            if column == "vector" and value is not None:
+                # As text, cast in SQL: psycopg's list dumper costs milliseconds a vector.
+                inner = ",".join(map(repr, value))
+                value = f"[{inner}]" if self.vector_type == "vector" else f"{{{inner}}}"
             values.append(convert(value) if value is not None else None)
         return values
 
     def _upsert_sql(self, table: str, key: str,
                     cols: list[tuple[str, str, Callable[[Any], Any]]]) -> sql.Composed:
         names = [c for c, _, _ in cols]
-        marks = [sql.SQL("%s::vector") if c == "vector" and self.vector_type == "vector"
-                 else sql.Placeholder() for c in names]
+        marks = [sql.SQL("%s::{}").format(sql.SQL(self.vector_type or "real[]"))
+                 if c == "vector" else sql.Placeholder() for c in names]
         target = sql.Identifier(SCHEMA, table)
         return sql.SQL(
             "INSERT INTO {t} AS m (tenant, {k}, {cols}) VALUES (%s, %s, {marks}) "
