@@ -11,6 +11,7 @@ from datetime import datetime
 
 from memory_core import heartbeats
 from memory_core.db import leases as sqlite_leases
+from memory_core.health.mirrors import check_mirror_drift
 from memory_core.health.ops import check_mirror_lag, check_restore_drill, check_workers
 from memory_core.health.queue import (
     check_broker,
@@ -103,6 +104,7 @@ CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("schedules", check_schedules),
     ("restore_drill", check_restore_drill),
     ("mirror_lag", check_mirror_lag),
+    ("mirror_drift", check_mirror_drift),
 )
 
 

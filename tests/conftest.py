@@ -16,6 +16,7 @@ import pytest
 from memory_core.db import open_ops, open_state
 from memory_core.db.stores import Database
 from memory_core.settings import Settings
+from tests.helpers import bolt_server as bolt
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -79,3 +80,17 @@ def postgres_url() -> str:
     if not port_open("127.0.0.1", 5432):
         service_unavailable("PostgreSQL at 127.0.0.1:5432")
     return "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session")
+def bolt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bolt.BoltServer]:
+    """A real Bolt server (ArcadeDB's Bolt plugin, tests/helpers/bolt_server.py) on a free
+    port for the whole session. Tests keep apart by tenant, as the mirror itself does."""
+    if not bolt.available():
+        service_unavailable("the Bolt test server (pip install arcadedb-embedded)")
+    try:
+        server = bolt.start(tmp_path_factory.mktemp("bolt"))
+    except RuntimeError as e:
+        service_unavailable(f"the Bolt test server ({e})")
+    yield server
+    server.stop()

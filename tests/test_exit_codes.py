@@ -19,7 +19,7 @@ from tests.conftest import REPO
 from tests.test_health import _alive, _env
 from tests.test_queue_cli import _dead_letter
 
-_ROW = re.compile(r"^\| (\d+) \| (.*?) \| (.*?) \|$")
+_ROW = re.compile(r"^\| (\d+) \| (.*?) \| (.*?) \| (.*?) \|$")
 
 
 def documented(path: Path) -> dict[str, int]:
@@ -29,10 +29,12 @@ def documented(path: Path) -> dict[str, int]:
     for line in path.read_text().splitlines():
         m = _ROW.match(line)
         if m:
-            code, every, health = int(m[1]), m[2], m[3]
+            code, every, health, rec = int(m[1]), m[2], m[3], m[4]
             codes[every.split(":")[0]] = code
             if health != "-":
                 codes[f"health:{health.split(';')[0].split(' ')[0]}"] = code
+            if rec != "-":
+                codes[f"reconcile:{rec.split(',')[0].split(':')[0]}"] = code
     return codes
 
 
@@ -73,3 +75,6 @@ def test_the_documented_codes_are_the_ones_commands_exit_with(tmp_path: Path) ->
         "a database is damaged, read-only or full"]
     assert run("health", MNEMO_DATA_DIR=str(damaged)) == doc["health:unhealthy"]
     assert doc["success"] == doc["health:healthy"] == 0
+    # `mnemo mirror reconcile` (tests/mirrors/test_reconcile.py runs clean and drift too)
+    assert run("mirror", "reconcile") == doc["reconcile:an error"]  # no mirror configured
+    assert (doc["reconcile:clean"], doc["reconcile:drift found (`--dry-run`)"]) == (0, 1)

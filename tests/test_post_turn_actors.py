@@ -11,6 +11,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from memory_core.jobs import QUEUES, build_message
+from memory_core.mirrors import outbox
 from memory_core.mirrors.outbox import cursor_of, ship_outbox
 from memory_core.mirrors.sink import KINDS, MirrorUnavailable, Record
 from tests.helpers.post_turn import make_context, record_messages, turn
@@ -104,7 +105,9 @@ def test_a_redelivered_message_changes_nothing_and_adds_no_audit_row(
     assert any(r[4] == extract_id for r in first)  # follow-ups carry derived ids
 
 
-def test_a_configured_mirror_without_a_sink_dead_letters_shipping(tmp_path: Path) -> None:
+def test_a_configured_mirror_without_a_sink_dead_letters_shipping(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(outbox.SINKS, "neo4j")  # an install without the Neo4j sink
     ctx = make_context(tmp_path / "m", neo4j_url="bolt://127.0.0.1:9")
     broker = StubBroker(middleware=worker_middleware())
     declare_actors(broker, LazyContext.of(ctx))

@@ -216,6 +216,10 @@ OPS_MIGRATIONS: tuple[Migration, ...] = (
         add_column("mirror_cursors", "last_error", "TEXT"),
         add_column("mirror_cursors", "last_error_at", "TEXT"),
     )),
+    Migration(7, "mirror cursors: the last reconcile's drift", _steps(
+        add_column("mirror_cursors", "drift", "TEXT"),
+        add_column("mirror_cursors", "drift_checked_at", "TEXT"),
+    )),
 )
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {"state": STATE_MIGRATIONS, "ops": OPS_MIGRATIONS}

@@ -186,4 +186,8 @@ mirror_cursors = Table(
     # cleared by the next success; ``mnemo mirror status`` shows it.
     Column("last_error", Text),
     Column("last_error_at", Text),
+    # The last reconcile (or backup drift check): JSON counts of dead / missing / stale facts
+    # per tenant with drift, and when it ran; `mnemo health` reports it.
+    Column("drift", Text),
+    Column("drift_checked_at", Text),
 )

@@ -33,6 +33,7 @@ from memory_core.maintenance import backup_files as files
 from memory_core.maintenance.base import JobEnv, JobReport
 from memory_core.maintenance.common import tenants
 from memory_core.maintenance.exports import export_tenant
+from memory_core.maintenance.mirror_drift import check_mirrors
 from memory_core.maintenance.pg_dump import DUMP_FILE, dump_postgres
 from memory_core.settings import Settings
 
@@ -61,6 +62,9 @@ def backup(env: JobEnv) -> JobReport:
         record_manifest(env.ops, info)
         deleted = apply_retention(env.ops, root, env.settings.backup_keep)
     report.counts.update(_summary(info), existing=0, deleted=deleted)
+    drift = check_mirrors(env)
+    if drift:
+        report.counts.update({f"mirror_drift_{sink}": n for sink, n in drift.items()})
     log.info("backup_done", **{k: v for k, v in report.counts.items() if k != "existing"})
     return report
 

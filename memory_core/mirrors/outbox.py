@@ -32,6 +32,7 @@ DEFAULT_BATCH = 500
 # when that mirror is configured (so psycopg / neo4j load only where they are used).
 SINKS: dict[str, str] = {
     "postgres": "memory_core.mirrors.postgres:PostgresSink",
+    "neo4j": "memory_core.mirrors.neo4j:Neo4jSink",
 }
 
 

@@ -3,7 +3,8 @@ docs/cli.md and README.md show (``render_table``; tests/test_exit_codes.py check
 and runs a command for each code).
 
 Two codes mean different things for `mnemo health` than for other commands (1 degraded,
-2 unhealthy: what monitoring expects), so the table has a column for it.
+2 unhealthy: what monitoring expects), so the table has a column for it; `mnemo mirror
+reconcile` has one too (0 clean, 1 drift, 2 error: what its cron callers test).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ MNEMO_ERROR = click.ClickException.exit_code  # 1
 USAGE_ERROR = click.UsageError.exit_code  # 2
 DRILL_FAILED = 3
 STORAGE_FAULT = 4
+# `mnemo mirror reconcile` (and scripts/reconcile_memory_mirror.py): its own meanings.
+RECONCILE_CLEAN = 0
+RECONCILE_DRIFT = 1
+RECONCILE_ERROR = 2
 
 _EVERY = {
     SUCCESS: "success",
@@ -35,14 +40,24 @@ _HEALTH = {
 }
 
 
-def rows() -> list[tuple[int, str, str]]:
-    """(code, meaning for every command, meaning for `mnemo health`), by code."""
+_RECONCILE = {
+    RECONCILE_CLEAN: "clean, or every drifted fact repaired",
+    RECONCILE_DRIFT: "drift found (`--dry-run`), or left after the repair",
+    RECONCILE_ERROR: "an error: a mirror down or not configured, a bad option or tenant",
+}
+
+
+def rows() -> list[tuple[int, str, str, str]]:
+    """(code, meaning for every command, for `mnemo health`, for `mnemo mirror reconcile`),
+    by code."""
     health = {code: _HEALTH[status] for status, code in HEALTH_EXIT_CODES.items()}
-    return [(code, every, health.get(code, "-")) for code, every in sorted(_EVERY.items())]
+    return [(code, every, health.get(code, "-"), _RECONCILE.get(code, "-"))
+            for code, every in sorted(_EVERY.items())]
 
 
 def render_table() -> str:
     """The Markdown table (the same text in docs/cli.md and README.md)."""
-    lines = ["| exit | every command | `mnemo health` |", "|---|---|---|"]
-    lines += [f"| {code} | {every} | {health} |" for code, every, health in rows()]
+    lines = ["| exit | every command | `mnemo health` | `mnemo mirror reconcile` |",
+             "|---|---|---|---|"]
+    lines += [f"| {code} | {every} | {health} | {rec} |" for code, every, health, rec in rows()]
     return "\n".join(lines) + "\n"

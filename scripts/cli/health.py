@@ -42,9 +42,9 @@ def health(ctx: click.Context, obj: Ctx, role: str | None, pid: int | None, read
     message, dead letters, the spool, fresh worker heartbeats (a worker paused on a storage
     fault is named), the embedder recorded for the data against the configured one and rows
     missing a vector, the scheduler's leader lease, each schedule's last window (within
-    twice its cadence), the last restore drill and mirror lag. Thresholds are
-    MNEMO_HEALTH_* settings (docs/configuration.md). quick_check reads every page: seconds
-    per gigabyte.
+    twice its cadence), the last restore drill, mirror lag, and mirror drift (what the
+    last reconcile or backup check found; docs/mirrors.md). Thresholds are MNEMO_HEALTH_*
+    settings (docs/configuration.md). quick_check reads every page: seconds per gigabyte.
 
     With --worker or --scheduler it is a fast liveness probe for one process (Kubernetes,
     compose): exit 0 when a process of that role on this host (or --pid) wrote a

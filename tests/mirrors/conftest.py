@@ -14,12 +14,14 @@ import pytest
 from memory_core.backends import BackendURL, parse_backend_url
 from memory_core.mirrors.postgres import PostgresSink
 from tests.conftest import service_unavailable
+from tests.helpers import neo4j_mirror
+from tests.helpers.bolt_server import BoltServer
 from tests.helpers.postgres import PgvectorServer, fresh_database, pgserver_bin, read_back
 from tests.helpers.queue_env import free_port
 from tests.mirrors.contract import Harness
 from tests.mirrors.reference_sink import ReferenceSink
 
-SINK_HARNESSES = ["reference", "postgres", "pgvector"]
+SINK_HARNESSES = ["reference", "postgres", "pgvector", "neo4j"]
 
 
 @pytest.fixture(params=SINK_HARNESSES)
@@ -93,3 +95,13 @@ def harness_postgres(pg_database: BackendURL) -> Harness:
 @pytest.fixture
 def harness_pgvector(pgvector_database: BackendURL) -> Harness:
     return _pg_harness(pgvector_database)
+
+
+# --- Neo4j (the Bolt test server, tests/helpers/bolt_server.py) -----------------------------
+
+@pytest.fixture
+def harness_neo4j(bolt_server: BoltServer) -> Harness:
+    return Harness(make_sink=lambda: neo4j_mirror.make_sink(bolt_server),
+                   make_down_sink=lambda: neo4j_mirror.make_down_sink(bolt_server),
+                   read_back=lambda tenant: neo4j_mirror.read_back(bolt_server, tenant),
+                   fields=neo4j_mirror.FIELDS, live_only=True)
