@@ -115,10 +115,22 @@ def _file_lock(path: Path) -> threading.Lock:
         return _file_locks.setdefault(key, threading.Lock())
 
 
+# SQLite 3.51's unix VFS can deadlock when one thread opens a file while another closes a
+# WAL connection to the same file (the open holds the VFS mutex and waits for the file's
+# lock mutex; the close holds that and waits for the VFS mutex: seen with two worker threads,
+# both stuck for good). Opening and closing are rare and short, so this process does them one
+# at a time.
+_open_close = threading.Lock()
+
+
 @functools.cache
 def _connection_class(mod: ModuleType) -> type:
     class Connection(mod.Connection):  # type: ignore[name-defined]
         """A DB-API connection that can carry ``write_lock`` (see ``write_lock``)."""
+
+        def close(self) -> None:
+            with _open_close:
+                super().close()
 
     return Connection
 
@@ -166,10 +178,11 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = mod.connect(
-            str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
-            check_same_thread=False, factory=_connection_class(mod),
-        )
+        with _open_close:
+            conn = mod.connect(
+                str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
+                check_same_thread=False, factory=_connection_class(mod),
+            )
         if not readonly:
             conn.write_lock = _file_lock(path)
             conn.busy_timeout_s = busy_timeout_ms / 1000
