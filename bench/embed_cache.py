@@ -19,17 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from memory_core.db.sqlite import atomic, connect
-from memory_core.embedders.base import Embedder, check_texts
+from memory_core.embedders.base import Embedder, WrappingEmbedder, check_texts
 
 
-class CachedEmbedder(Embedder):
+class CachedEmbedder(WrappingEmbedder):
     """``inner``'s vectors, computed once per (identity, text) and kept in ``path``."""
 
     def __init__(self, inner: Embedder, path: Path) -> None:
-        self.inner = inner
-        self.kind = inner.kind  # type: ignore[misc]
-        self.semantic = inner.semantic  # type: ignore[misc]
-        self.batch_size = inner.batch_size
+        super().__init__(inner)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -37,17 +34,6 @@ class CachedEmbedder(Embedder):
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB)")
         self.hits = 0
         self.misses = 0
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def load(self) -> None:
-        self.inner.load()
 
     def _key(self, text: str) -> bytes:
         return hashlib.sha256(f"{self.identity}\0{text}".encode()).digest()

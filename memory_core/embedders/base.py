@@ -84,6 +84,35 @@ class Embedder(abc.ABC):
         return f"<{type(self).__name__} kind={self.kind!r} batch_size={self.batch_size}>"
 
 
+class WrappingEmbedder(Embedder):
+    """An embedder in front of another (``inner``): its ``identity``, ``dim``, ``kind``,
+    ``semantic``, ``batch_size`` and ``load`` are the inner one's, so the vectors and the
+    recorded identity are exactly those of ``inner``. Subclasses implement ``embed``."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.batch_size = inner.batch_size
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return self.inner.kind
+
+    @property
+    def semantic(self) -> bool:  # type: ignore[override]
+        return self.inner.semantic
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def load(self) -> None:
+        self.inner.load()
+
+
 def check_texts(texts: Sequence[str]) -> list[str]:
     """Return ``texts`` as a list after checking it is a sequence of ``str``.
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memory_core.embedders.base import Embedder, check_texts
+from memory_core.embedders.base import Embedder, WrappingEmbedder, check_texts
 from memory_core.errors import ConfigurationError, EmbedderError
 from memory_core.settings import Settings
 
@@ -60,7 +60,7 @@ class _Request:
     error: BaseException | None = None
 
 
-class BatchingEmbedder(Embedder):
+class BatchingEmbedder(WrappingEmbedder):
     """Runs the ``embed`` calls of many threads on ``inner`` as batches (see the module).
 
     ``identity``, ``dim``, ``kind`` and ``semantic`` are the inner embedder's, so the vectors
@@ -82,8 +82,7 @@ class BatchingEmbedder(Embedder):
                                       or value < 1):
                 raise ConfigurationError(f"embedding batch {name} {value!r} is invalid: use a "
                                          "positive integer (MNEMO_EMBED_BATCH_MAX_TEXTS)")
-        self.inner = inner
-        self.batch_size = inner.batch_size
+        super().__init__(inner)
         self.window_s = window_ms / 1000
         self.max_texts = max_texts
         self.callers = callers
@@ -94,26 +93,6 @@ class BatchingEmbedder(Embedder):
         self.batches = 0  # batches run, texts embedded, model calls: logged at close
         self.texts = 0
         self.calls = 0
-
-    # The inner embedder's capabilities, read through (class attributes on the others).
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        return self.inner.kind
-
-    @property
-    def semantic(self) -> bool:  # type: ignore[override]
-        return self.inner.semantic
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def load(self) -> None:
-        self.inner.load()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in the next batch; see :meth:`Embedder.embed`. Blocks until done."""
