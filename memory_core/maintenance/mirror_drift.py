@@ -7,14 +7,13 @@ shipping's retries; the drift is repaired by `mnemo mirror reconcile`, never sil
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import structlog
 
 from memory_core.errors import MnemoError
 from memory_core.maintenance.base import JobEnv
-from memory_core.mirrors.outbox import SINKS, configured_mirrors
+from memory_core.mirrors.outbox import configured_mirrors, make_sink
 from memory_core.mirrors.readers import reader_for
 from memory_core.mirrors.reconcile import reconcile, record_drift
 
@@ -25,8 +24,7 @@ def check_mirrors(env: JobEnv) -> dict[str, Any]:
     """{sink: drifted fact count, or "unreadable" / "down: <error type>"} per mirror."""
     out: dict[str, Any] = {}
     for name in configured_mirrors(env.settings):
-        module, cls = SINKS[name].split(":")
-        sink = getattr(importlib.import_module(module), cls).from_settings(env.settings)
+        sink = make_sink(env.settings, name)
         try:
             reader = reader_for(sink)
             if reader is None:

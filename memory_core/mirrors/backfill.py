@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.db.sqlite import Connection
-from memory_core.mirrors.outbox import _move_cursor, cursor_of
+from memory_core.mirrors.outbox import cursor_of, move_cursor
 from memory_core.mirrors.records import read_records
 from memory_core.mirrors.sink import KEY_FIELD, MirrorSink, order_records
 
@@ -80,7 +80,7 @@ def sync(state: Connection, ops: Connection, sink: MirrorSink,
     for tenant in names:
         report.per_tenant[tenant] = sync_tenant(state, sink, tenant, progress)
     if everyone:
-        _move_cursor(ops, sink.name, head)
+        move_cursor(ops, sink.name, head)
         report.cursor = cursor_of(ops, sink.name)
     report.duration_ms = int((time.monotonic() - began) * 1000)
     return report

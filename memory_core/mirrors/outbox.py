@@ -70,11 +70,14 @@ def make_sinks(settings: Settings) -> list[MirrorSink]:
             f"mirror(s) {', '.join(missing)} are configured but this mnemo has no sink for "
             "them yet: unset their MNEMO_*_URL, or upgrade mnemo and run "
             "`mnemo queue requeue` to ship the outbox")
-    sinks = []
-    for name in configured_mirrors(settings):
-        module, cls = SINKS[name].split(":")
-        sinks.append(getattr(importlib.import_module(module), cls).from_settings(settings))
-    return sinks
+    return [make_sink(settings, name) for name in configured_mirrors(settings)]
+
+
+def make_sink(settings: Settings, name: str) -> MirrorSink:
+    """The sink ``name`` of ``SINKS`` built from the settings (not connected yet)."""
+    module, cls = SINKS[name].split(":")
+    sink: MirrorSink = getattr(importlib.import_module(module), cls).from_settings(settings)
+    return sink
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ def cursor_of(ops_conn: Connection, sink: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _move_cursor(ops_conn: Connection, sink: str, last_id: int) -> None:
+def move_cursor(ops_conn: Connection, sink: str, last_id: int) -> None:
     with atomic(ops_conn) as conn:
         conn.execute(
             "INSERT INTO mirror_cursors (sink, last_outbox_id, updated_at) VALUES (?, ?, ?) "
@@ -142,7 +145,7 @@ def ship_outbox(state_conn: Connection, ops_conn: Connection, sink: MirrorSink, 
             if records:
                 sink.apply(order_records(records))
             cursor = changes[-1].outbox_id
-            _move_cursor(ops_conn, sink.name, cursor)
+            move_cursor(ops_conn, sink.name, cursor)
             first = changes[0].outbox_id if first is None else first
             per_tenant.update(c.tenant for c in changes)
     except Exception as e:
@@ -160,12 +163,15 @@ def ship_all(state_conn: Connection, ops_conn: Connection, sinks: Sequence[Mirro
     failure: Exception | None = None
     for sink in sinks:
         try:
-            sink.open()
-            reports.append(ship_outbox(state_conn, ops_conn, sink, batch=batch))
+            try:
+                sink.open()
+            except Exception as e:
+                record_error(ops_conn, sink.name, e)
+                raise
+            reports.append(ship_outbox(state_conn, ops_conn, sink, batch=batch))  # records its own
         except Exception as e:
             if failure is None:
                 failure = e
-            record_error(ops_conn, sink.name, e)
     if failure is not None:
         raise failure
     return reports

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from memory_core.db import open_ops, open_state
 from memory_core.db.sqlite import sqlite_module
 from memory_core.errors import ConfigurationError, MnemoError
 from memory_core.mirrors.backfill import sync as backfill
-from memory_core.mirrors.outbox import SINKS, configured_mirrors
+from memory_core.mirrors.outbox import configured_mirrors, make_sink
 from memory_core.mirrors.readers import reader_for
 from memory_core.mirrors.reconcile import DriftReport, reconcile, record_drift
 from memory_core.mirrors.sink import MirrorSink
@@ -38,9 +37,7 @@ def open_sink(settings: Settings, name: str) -> MirrorSink:
     if name not in configured_mirrors(settings):
         raise ConfigurationError(f"the {name} mirror is not configured: set {_URL_VAR[name]} "
                                  "(docs/configuration.md)")
-    module, cls = SINKS[name].split(":")
-    sink: MirrorSink = getattr(importlib.import_module(module), cls).from_settings(settings)
-    return sink
+    return make_sink(settings, name)
 
 
 @contextmanager
