@@ -122,7 +122,7 @@ def beliefs_touching(conn: Connection, scope: Scope, entity_ids: Sequence[str], 
     if not entity_ids or limit <= 0:
         return []
     cond, params = belief_filter(scope)
-    marks = _marks(len(entity_ids))
+    marks = param_marks(len(entity_ids))
     return conn.execute(
         f"SELECT {columns} FROM beliefs b WHERE b.id IN ("
         f"SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE {cond} AND "
@@ -142,7 +142,7 @@ def beliefs_touching_each(conn: Connection, scope: Scope, entity_ids: Sequence[s
     if not entity_ids or per_entity <= 0:
         return {}
     cond, params = belief_filter(scope)
-    marks = _marks(len(entity_ids))
+    marks = param_marks(len(entity_ids))
     rows = conn.execute(
         "WITH hits AS (SELECT b.id, b.subject_id AS ent FROM beliefs b INDEXED BY "
         f"ix_beliefs_subject WHERE {cond} AND b.subject_id IN ({marks}) UNION "
@@ -164,7 +164,8 @@ TABLES = {"belief": "beliefs", "episode": "episodes", "turn": "turns"}
 ALIASES = {"belief": "b", "episode": "e", "turn": "t"}
 
 
-def _marks(n: int) -> str:
+def param_marks(n: int) -> str:
+    """``n`` SQL parameter marks: ``?,?,?``."""
     return ",".join("?" * n)
 
 
@@ -190,7 +191,7 @@ def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, C
         "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
         "b.subject_id, b.object_entity_id, t.session_id, t.speaker FROM beliefs b NOT INDEXED "
         "LEFT JOIN turns t ON t.tenant = b.tenant AND t.turn_uid = b.turn_uid "
-        f"WHERE b.id IN ({_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
+        f"WHERE b.id IN ({param_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="belief", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], confidence=r[4],
         status=r[5], turn_uids=(r[6],) if r[6] else (), subject_id=r[7],
@@ -207,7 +208,7 @@ def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, 
         "et JOIN turns t ON t.id = et.turn_id WHERE et.episode_id = e.id), (SELECT t.speaker "
         "FROM episode_turns et JOIN turns t ON t.id = et.turn_id WHERE et.episode_id = e.id "
         "ORDER BY t.session_id, t.idx LIMIT 1) "
-        f"FROM episodes e NOT INDEXED WHERE e.id IN ({_marks(len(ids))}) AND {cond}",
+        f"FROM episodes e NOT INDEXED WHERE e.id IN ({param_marks(len(ids))}) AND {cond}",
         [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="episode", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], session_id=r[4],
@@ -219,7 +220,8 @@ def _load_turns(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Can
     cond, params = turn_filter(scope)
     rows = conn.execute(
         "SELECT t.id, t.turn_uid, t.speaker, t.text, t.occurred_at, t.session_id FROM turns t "
-        f"NOT INDEXED WHERE t.id IN ({_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
+        f"NOT INDEXED WHERE t.id IN ({param_marks(len(ids))}) AND {cond}",
+        [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="turn", row_id=r[0], uid=r[1], text=f"{r[2]}: {r[3]}", occurred_at=r[4],
         session_id=r[5], turn_uids=(r[1],), speaker=r[2]) for r in rows}

@@ -46,7 +46,7 @@ from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import normalize_object, render_text
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.tenants import HUB
-from memory_core.recall.candidates import Candidate, Scope, belief_filter, load
+from memory_core.recall.candidates import Candidate, Scope, belief_filter, load, param_marks
 from memory_core.recall.intent import SECONDARY, Intent, stem, words
 from memory_core.recall.ppr import Node
 from memory_core.recall.query import query_terms
@@ -93,10 +93,6 @@ class FactsOutcome:
     kept: list[Candidate]
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
 def subjects(conn: Connection, scope: Scope, intent: Intent,
              named: Sequence[str]) -> dict[str, float]:
     """Entity id -> how surely the query is about it (see the module docstring)."""
@@ -106,8 +102,8 @@ def subjects(conn: Connection, scope: Scope, intent: Intent,
         cond, params = belief_filter(scope)
         rows = conn.execute(
             f"SELECT b.subject_id, b.object_entity_id FROM beliefs b INDEXED BY "
-            f"ix_beliefs_subject WHERE {cond} AND b.subject_id IN ({_marks(len(owners))}) AND "
-            f"b.predicate IN ({_marks(len(intent.relations))}) AND b.object_entity_id IS NOT "
+            f"ix_beliefs_subject WHERE {cond} AND b.subject_id IN ({param_marks(len(owners))}) AND "
+            f"b.predicate IN ({param_marks(len(intent.relations))}) AND b.object_entity_id IS NOT "
             "NULL ORDER BY b.valid_from DESC LIMIT ?",
             [*params, *owners, *intent.relations, RELATION_K]).fetchall()
         for owner, _ in rows:
@@ -133,7 +129,8 @@ def subject_lookup(conn: Connection, scope: Scope, subject_ids: Iterable[str],
     cond, params = belief_filter(scope)
     ids = [r[0] for r in conn.execute(
         f"SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE {cond} AND "
-        f"b.subject_id IN ({_marks(len(subs))}) AND b.predicate IN ({_marks(len(preds))}) "
+        f"b.subject_id IN ({param_marks(len(subs))}) "
+        f"AND b.predicate IN ({param_marks(len(preds))}) "
         "ORDER BY b.valid_from DESC LIMIT ?", [*params, *subs, *preds, SUBJECT_K])]
     found = load(conn, "belief", scope, ids)
     return [found[i] for i in ids if i in found]
@@ -146,7 +143,7 @@ def _details(conn: Connection, tenant: str,
         return {}
     rows = conn.execute(
         "SELECT id, predicate, object_text, negated, source, valid_to FROM beliefs NOT INDEXED "
-        f"WHERE id IN ({_marks(len(cands))}) AND tenant = ?",
+        f"WHERE id IN ({param_marks(len(cands))}) AND tenant = ?",
         [*(c.row_id for c in cands), tenant]).fetchall()
     return {r[0]: r[1:] for r in rows}
 
@@ -210,7 +207,7 @@ def _names(conn: Connection, tenant: str, entity_ids: Iterable[str]) -> dict[str
     if not ids:
         return {}
     rows = conn.execute(f"SELECT entity_id, name FROM entities WHERE tenant = ? AND entity_id "
-                        f"IN ({_marks(len(ids))})", [tenant, *ids]).fetchall()
+                        f"IN ({param_marks(len(ids))})", [tenant, *ids]).fetchall()
     out = {r[0]: r[1] for r in rows}
     if out.get(HUB, HUB) == HUB:
         out[HUB] = "the user"

@@ -21,6 +21,7 @@ from memory_core.recall.candidates import (
     belief_filter,
     beliefs_touching_each,
     episode_filter,
+    param_marks,
 )
 from memory_core.recall.ppr import Graph, Node, personalized_pagerank
 from memory_core.recall.strategy import RecallStrategy
@@ -30,10 +31,6 @@ MAX_HOPS = 2
 # than one per entity, without reading a whole frontier when the graph fills early.
 ENTITIES_PER_STATEMENT = 16
 BELIEF_COLUMNS = "b.id, b.subject_id, b.object_entity_id, b.turn_uid"
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def _add_belief(graph: Graph[Node], row_id: int, subject: str | None, obj: str | None) -> None:
@@ -82,7 +79,7 @@ def _link_episodes(conn: Connection, graph: Graph[Node], scope: Scope,
     for episode_id, turn_uid in conn.execute(
             "SELECT e.id, t.turn_uid FROM turns t CROSS JOIN episode_turns et ON et.turn_id = "
             f"t.id CROSS JOIN episodes e ON e.id = et.episode_id WHERE t.tenant = ? AND "
-            f"t.turn_uid IN ({_marks(len(uids))}) AND {cond}",
+            f"t.turn_uid IN ({param_marks(len(uids))}) AND {cond}",
             [scope.tenant, *uids, *params]):
         graph.add_edge(("belief", turn_of[turn_uid]), ("episode", episode_id))
 
@@ -103,7 +100,7 @@ def _link_candidates(conn: Connection, graph: Graph[Node], scope: Scope,
     cond, params = belief_filter(scope)
     for row_id, subject, obj, turn_uid in conn.execute(
             f"SELECT {BELIEF_COLUMNS} FROM beliefs b "
-            f"WHERE {cond} AND b.turn_uid IN ({_marks(len(uids))})", [*params, *uids]):
+            f"WHERE {cond} AND b.turn_uid IN ({param_marks(len(uids))})", [*params, *uids]):
         _add_belief(graph, row_id, subject, obj)
         graph.add_edge(("belief", row_id), ("episode", episode_of[turn_uid]))
 
