@@ -77,11 +77,12 @@ class BatchingEmbedder(WrappingEmbedder):
                 or not 0 <= window_ms <= 1000:
             raise ConfigurationError(f"embedding batch window {window_ms!r} ms is invalid: use "
                                      "0 to 1000 ms (MNEMO_EMBED_BATCH_WINDOW_MS)")
-        for name, value in (("max_texts", max_texts), ("callers", callers)):
+        for name, value, where in (("max_texts", max_texts, "MNEMO_EMBED_BATCH_MAX_TEXTS"),
+                                   ("callers", callers, "the worker's thread count")):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise ConfigurationError(f"embedding batch {name} {value!r} is invalid: use a "
-                                         "positive integer (MNEMO_EMBED_BATCH_MAX_TEXTS)")
+                                         f"positive integer ({where})")
         super().__init__(inner)
         self.window_s = window_ms / 1000
         self.max_texts = max_texts
