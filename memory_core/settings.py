@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -317,21 +318,21 @@ class Settings:
             return "embedded"
         return "redis"
 
-    @property
+    @cached_property
     def postgres_backend(self) -> BackendURL | None:
         """The Postgres mirror's parsed URL (clients are built from its parts)."""
         if not self.postgres_url:
             return None
         return parse_backend_url("postgres", "MNEMO_POSTGRES_URL", self.postgres_url)
 
-    @property
+    @cached_property
     def redis_backend(self) -> BackendURL | None:
         """The Redis broker's parsed URL; None for the embedded queue."""
         if self.broker_kind != "redis":
             return None
         return parse_backend_url("redis", "MNEMO_BROKER_URL", str(self.broker_url))
 
-    @property
+    @cached_property
     def neo4j_backend(self) -> BackendURL | None:
         """The Neo4j mirror's parsed URL (the user and database are their own settings)."""
         if not self.neo4j_url:

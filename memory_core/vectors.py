@@ -29,7 +29,7 @@ from memory_core.errors import EmbedderMismatchError
 
 _IDENTITY = "embedder_identity"
 _DIM = "embedder_dim"
-_GENERATION = "vector_generation"
+GENERATION_KEY = _GENERATION = "vector_generation"  # meta key of the active generation
 _TARGET = "reindex_target"  # JSON {identity, dim, generation} while a reindex is under way
 
 

@@ -221,20 +221,23 @@ class _Consumer(_RedisConsumer):
 class MnemoRedisBroker(RedisBroker):
     """RedisBroker + timer-driven maintenance + ``QueueAdmin``.
 
-    Nothing connects until the first command. ``consume()`` starts the maintenance thread;
-    ``close()`` stops it. Redis errors propagate as ``redis.RedisError`` (Dramatiq turns them
-    into ``ConnectionClosed`` in consumers).
+    A client comes from ``client``, or is built from ``url`` (parsed strictly) and
+    ``password``. Nothing connects until the first command. ``consume()`` starts the
+    maintenance thread; ``close()`` stops it. Redis errors propagate as ``redis.RedisError``
+    (Dramatiq turns them into ``ConnectionClosed`` in consumers).
     """
 
     kind = "redis"
 
-    def __init__(self, *, url: str | None = None, client: redis.Redis | None = None,
-                 namespace: str = "mnemo", middleware: list[Any] | None = None,
+    def __init__(self, *, url: str | None = None, password: str | None = None,
+                 client: redis.Redis | None = None, namespace: str = "mnemo",
+                 middleware: list[Any] | None = None,
                  heartbeat_timeout: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
                  maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S,
                  dedupe_ttl_s: int = DEDUPE_TTL_S, **kwargs: Any) -> None:
         if client is None and url is not None:
-            client = redis_client(parse_backend_url("redis", "MNEMO_BROKER_URL", url))
+            client = redis_client(parse_backend_url("redis", "MNEMO_BROKER_URL", url),
+                                  password=password)
         super().__init__(client=client, namespace=namespace, middleware=middleware,
                          heartbeat_timeout=heartbeat_timeout, **kwargs)
         self.maintenance_interval_s = maintenance_interval_s

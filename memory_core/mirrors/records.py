@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_core import vectors
 from memory_core.db.sqlite import Connection
 from memory_core.mirrors.sink import FIELDS, KEY_FIELD, Record
 
@@ -26,10 +27,10 @@ _TABLE = {"turn": "turns", "episode": "episodes", "entity": "entities", "belief"
 
 
 def _active_vector_table(conn: Connection) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'vector_generation'").fetchone()
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (vectors.GENERATION_KEY,)).fetchone()
     if row is None:
         return None
-    table = f"episodes_vec_g{int(row[0])}"
+    table = vectors.vec_table("episodes", int(row[0]))
     exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
     return table if exists else None
 
