@@ -16,6 +16,7 @@ subclass whose message names the file and the fix.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,26 +55,40 @@ def fix_for(state: str, path: Path | str) -> str:
     return "run `mnemo health`"
 
 
-def fault_of(exc: BaseException | None) -> str | None:
-    """``readonly``, ``full`` or ``damaged`` when ``exc`` (or what caused it) is that storage
-    fault; None for any other error (a bug, a lock timeout, bad input)."""
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then what caused it, each once (a cycle of causes ends the walk)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, StoreDamagedError):
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _code_in(exc: BaseException, codes: Iterable[str]) -> str | None:
+    """The first of ``codes`` that ``exc``'s SQLite error name is, or is an extended code of."""
+    name = getattr(exc, "sqlite_errorname", None)
+    if isinstance(name, str):
+        for code in codes:
+            if name == code or name.startswith(code + "_"):
+                return code
+    return None
+
+
+def fault_of(exc: BaseException | None) -> str | None:
+    """``readonly``, ``full`` or ``damaged`` when ``exc`` (or what caused it) is that storage
+    fault; None for any other error (a bug, a lock timeout, bad input)."""
+    for e in _chain(exc):
+        if isinstance(e, StoreDamagedError):
             return DAMAGED
-        if isinstance(exc, StoreUnwritableError):
-            return exc.fault
-        name = getattr(exc, "sqlite_errorname", None)
-        if isinstance(name, str):
-            for code, fault in _CODES.items():
-                if name == code or name.startswith(code + "_"):
-                    return fault
-        text = str(exc)
+        if isinstance(e, StoreUnwritableError):
+            return e.fault
+        code = _code_in(e, _CODES)
+        if code is not None:
+            return _CODES[code]
+        text = str(e)
         for needle, fault in _TEXTS.items():
             if needle in text:
                 return fault
-        exc = exc.__cause__ or exc.__context__
     return None
 
 
@@ -86,17 +101,8 @@ def io_fault(exc: BaseException | None) -> bool:
     (SQLITE_IOERR*, SQLITE_CANTOPEN): the file may be unwritable or gone, a probe can tell.
     A write the kernel refuses on an already open file (EPERM on an immutable file, EIO)
     is SQLITE_IOERR_WRITE, not SQLITE_READONLY."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        name = getattr(exc, "sqlite_errorname", None)
-        if isinstance(name, str) and any(name == c or name.startswith(c + "_")
-                                         for c in _IO_CODES):
-            return True
-        if any(text in str(exc) for text in _IO_TEXTS):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(_code_in(e, _IO_CODES) is not None or any(t in str(e) for t in _IO_TEXTS)
+               for e in _chain(exc))
 
 
 def store_error(exc: BaseException, path: Path | str, doing: str) -> StoreError:
