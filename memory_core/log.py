@@ -111,7 +111,10 @@ def configure_logging(settings: Settings, *, force: bool = False) -> None:
                         ProcessorFormatter.wrap_for_formatter],
             wrapper_class=structlog.make_filtering_bound_logger(level),
             logger_factory=structlog.stdlib.LoggerFactory(),
-            cache_logger_on_first_use=True,
+            # Not cached: a cached module logger keeps the processors of its first use, so a
+            # later reconfiguration (``force``, a test's ``capture_logs``) would not reach
+            # it. A bind per log call costs microseconds; no hot path logs per call.
+            cache_logger_on_first_use=False,
         )
         handler = _stderr_handler(max(level, logging.WARNING))
         handler.setFormatter(ProcessorFormatter(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,11 +21,21 @@ from workers.middleware import RedactMessages, worker_middleware
 SECRET = "my sister Ana lives in Lisbon"
 
 
+@pytest.fixture(autouse=True)
+def structlog_defaults() -> Iterator[None]:
+    """structlog's defaults for these tests: an earlier test in this process may have run
+    ``configure_logging`` at WARNING, whose filtering logger would drop the info lines
+    ``capture_logs`` is to see (it replaces the processors only)."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)
+
+
 @pytest.fixture
 def broker() -> Iterator[StubBroker]:
     broker = StubBroker(middleware=worker_middleware())
-    broker.emit_after("process_boot")
-    yield broker
+    yield broker  # ``running`` boots it (a second boot would start TimeLimit's thread twice)
     broker.close()
 
 
@@ -89,3 +100,18 @@ def test_dramatiq_log_lines_name_the_message_without_its_payload() -> None:
     assert RedactMessages().filter(record)
     assert record.getMessage() == (
         f"Failed to process message record_turn[{msg.message_id}] with unhandled exception.")
+
+
+def test_dramatiq_exception_lines_name_the_error_type_without_its_message() -> None:
+    try:
+        raise ValueError(SECRET)
+    except ValueError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord("dramatiq.worker.WorkerThread", logging.ERROR, __file__, 1,
+                               "Failed to process message %s with unhandled exception.",
+                               ("x",), exc_info)
+    assert RedactMessages().filter(record)
+    rendered = logging.Formatter().format(record)
+    assert SECRET not in rendered
+    assert "builtins.ValueError (its message is withheld" in rendered
+    assert "raise ValueError(SECRET)" in rendered  # the frames stay

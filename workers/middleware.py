@@ -200,18 +200,42 @@ def _redacted(arg: Any) -> Any:
     return arg
 
 
-class RedactMessages(logging.Filter):
-    """Rewrites Dramatiq's log arguments: a message prints as ``actor[message_id]``.
+class WithheldError(Exception):
+    """Stands in for an exception whose message a log line must not carry."""
 
-    Dramatiq logs ``str(message)``, which includes the payload (a turn's text).
+
+def _withheld(exc_info: Any) -> Any:
+    """``exc_info`` with the exception replaced by a ``WithheldError`` naming only its type
+    (the traceback's frames are code, and stay)."""
+    if not isinstance(exc_info, tuple) or len(exc_info) != 3 or exc_info[1] is None:
+        return exc_info
+    exc = exc_info[1]
+    if isinstance(exc, WithheldError):
+        return exc_info
+    stand_in = WithheldError(f"{type(exc).__module__}.{type(exc).__qualname__} "
+                             "(its message is withheld: it may quote memory text)")
+    return (WithheldError, stand_in, exc_info[2])
+
+
+class RedactMessages(logging.Filter):
+    """Rewrites Dramatiq's log records: a message prints as ``actor[message_id]``, and an
+    exception as its type without its message.
+
+    Dramatiq logs ``str(message)``, which includes the payload (a turn's text), and logs an
+    actor's exception with its message, which may quote it (``ValueError(text)``).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("dramatiq") and record.args:
+        if not record.name.startswith("dramatiq"):
+            return True
+        if record.args:
             if isinstance(record.args, tuple):
                 record.args = tuple(_redacted(a) for a in record.args)
             elif isinstance(record.args, dict):
                 record.args = {k: _redacted(v) for k, v in record.args.items()}
+        if record.exc_info:
+            record.exc_info = _withheld(record.exc_info)
+            record.exc_text = None
         return True
 
 
