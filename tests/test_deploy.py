@@ -487,7 +487,7 @@ def test_each_deployment_environment_is_accepted_by_settings(deployment: str) ->
 
 
 def test_no_password_in_a_url_or_in_plain_configuration() -> None:
-    userinfo = re.compile(r"\b[a-z][a-z0-9+]*://[^\s/@:]+:[^\s/@]+@")
+    userinfo = re.compile(r"\b[a-z][a-z0-9+]*://[^\s/@:]*:[^\s/@]+@")
     for path in sorted(p for p in DEPLOY.rglob("*") if p.is_file()):
         assert not userinfo.search(path.read_text(encoding="utf-8")), (
             f"{path.relative_to(REPO)}: a URL with a password")
