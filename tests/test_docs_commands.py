@@ -71,8 +71,9 @@ def code_lines(text: str) -> Iterator[tuple[int, str, str]]:
         yield start, joined, lang
 
 
-def mnemo_argvs(line: str) -> Iterator[tuple[str, ...]]:
-    """The argument lists of every `mnemo` run on one shell line."""
+def mnemo_argvs(line: str, *, first_only: bool = False) -> Iterator[tuple[str, ...]]:
+    """The argument lists of every `mnemo` run on one shell line (``first_only``: only a
+    line that starts with it: a `text` block holds diagrams and output, not shell)."""
     for match in EXEC_LIST.finditer(line):  # ["CMD", "mnemo", "health", "--worker"]
         words = json.loads(match.group(0))
         yield tuple(words[words.index("mnemo") + 1:])
@@ -90,6 +91,8 @@ def mnemo_argvs(line: str) -> Iterator[tuple[str, ...]]:
             argv = _mnemo_in(segment)
             if argv is not None:
                 yield argv
+            if first_only:
+                return
             segment = []
         else:
             segment.append(word)
@@ -120,7 +123,8 @@ def doc_commands(root: Path, files: list[str]) -> list[DocCommand]:
         for number, line, lang in code_lines(path.read_text(encoding="utf-8")):
             if lang in NOT_SHELL:
                 continue
-            found.extend(DocCommand(rel, number, argv) for argv in mnemo_argvs(line))
+            found.extend(DocCommand(rel, number, argv)
+                         for argv in mnemo_argvs(line, first_only=lang == "text"))
     return found
 
 
@@ -251,6 +255,10 @@ def test_the_check_finds_what_is_wrong(tmp_path: Path) -> None:
         "```python\n"
         "mnemo nonsense  # not shell\n"
         "```\n"
+        "```text\n"
+        "WORKER POOL (mnemo worker: N processes) | mnemo bogus\n"
+        "mnemo queue stats | dead\n"
+        "```\n"
         "```yaml\n"
         'test: ["CMD", "mnemo", "health", "--wrker"]\n'
         "```\n", encoding="utf-8")
@@ -258,7 +266,8 @@ def test_the_check_finds_what_is_wrong(tmp_path: Path) -> None:
     assert [(c.line, c.argv[:2]) for c in found] == [
         (3, ("queue", "stats")), (4, ("health", "--worker")), (5, ("restore", "latest")),
         (7, ("queue", "frobnicate")), (8, ("backup", "now")), (9, ("memory", "recollect")),
-        (10, ("recall",)), (11, ("queue", "requeue")), (17, ("health", "--wrker"))]
+        (10, ("recall",)), (11, ("queue", "requeue")), (18, ("queue", "stats")),
+        (21, ("health", "--wrker"))]
     bad = [p for cmd in found for p in problems(cmd)]
     assert len(bad) == 5, bad
     assert bad[0].startswith("docs/operations.md:7: `mnemo queue frobnicate`: no command "
@@ -267,7 +276,7 @@ def test_the_check_finds_what_is_wrong(tmp_path: Path) -> None:
                              "`--verbose` on `now`")
     assert bad[2].startswith("docs/operations.md:9:") and "at most 1 argument" in bad[2]
     assert bad[3].startswith("docs/operations.md:11:") and "needs a value" in bad[3]
-    assert bad[4].startswith("docs/operations.md:17:") and "`--wrker`" in bad[4]
+    assert bad[4].startswith("docs/operations.md:21:") and "`--wrker`" in bad[4]
 
 
 def test_a_line_that_runs_no_mnemo_is_not_a_command() -> None:
