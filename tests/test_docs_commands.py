@@ -2,7 +2,8 @@
 
 The docs below are read for fenced code blocks; each shell line in them that runs `mnemo`
 (after a `$ ` prompt, environment assignments, `&&`, `;` or `|`, as `mnemo` or a path ending in
-`/mnemo`, or in a compose/Kubernetes exec list `["mnemo", ...]`) is checked against the real
+`/mnemo`, or in a compose/Kubernetes exec list `["mnemo", ...]`; in a `text` block, which holds
+diagrams and output, only a line that starts with `mnemo`) is checked against the real
 click tree (``scripts.cli.main``): the command path must exist and its `--help` must run
 (CliRunner, in-process), every option must be one of that command's options, and there must
 be no more arguments than it takes. Placeholders (`--to DIR`, `--tenant T`) are fine: values
