@@ -97,7 +97,9 @@ class Heartbeat:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def age_s(self, now: datetime) -> float:
-        return (now - self.last_seen_at).total_seconds()
+        """Seconds since the last beat; 0 for a beat written after ``now`` was read (a
+        probe's clock read races the beat it reads: "-0.0 s old")."""
+        return max(0.0, (now - self.last_seen_at).total_seconds())
 
     def paused_reason(self) -> str | None:
         """Why this worker takes no messages ("state db full"), or None when it does."""

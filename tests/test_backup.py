@@ -285,3 +285,23 @@ def test_a_failing_pg_dump_fails_the_job_and_keeps_nothing(tmp_path: Path) -> No
             ".lock"]
     finally:
         mem.close()
+
+
+def test_a_restore_brings_back_no_heartbeats_of_the_processes_then(mem, tmp_path: Path) -> None:
+    """The backup drops the heartbeats from its copy: after a restore, `mnemo health` must not
+    take the workers that ran when the backup was taken for workers that died."""
+    from memory_core import heartbeats
+
+    beat = heartbeats.Heartbeater(mem.ops, heartbeats.WORKER, interval_s=5, keep_s=3600)
+    assert beat.beat()
+    assert len(heartbeats.read_all(mem.ops.conn)) == 1
+    backup(mem.env())
+    info = _only_backup(mem)
+    assert info.manifest["databases"]["ops"]["tables"]["heartbeats"] == 0
+    restore(info, tmp_path / "restored")
+    ops = open_ops(Settings.from_env({}, data_dir=tmp_path / "restored"), migrate=False)
+    try:
+        assert heartbeats.read_all(ops.conn) == []
+    finally:
+        ops.close()
+    assert len(heartbeats.read_all(mem.ops.conn)) == 1  # the live database keeps its own

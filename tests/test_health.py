@@ -321,3 +321,14 @@ def test_heartbeats_are_pruned_after_the_keep_time(migrated: Settings) -> None:
 def test_probe_needs_a_role_for_pid(tmp_path: Path, migrated: Settings) -> None:
     result = CliRunner().invoke(main, ["health", "--pid", "1"], env=_env(tmp_path))
     assert result.exit_code == 2 and "--pid goes with --worker or --scheduler" in result.output
+
+
+def test_a_beat_written_after_the_probe_read_its_clock_is_zero_seconds_old() -> None:
+    """The probe reads its clock, then the row: a beat in between is not "-0.0 s old"."""
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    beat = heartbeats.Heartbeater(None, heartbeats.WORKER, interval_s=5, keep_s=60,  # type: ignore[arg-type]
+                       clock=lambda: now + timedelta(milliseconds=3)).current()
+    assert beat.age_s(now) == 0.0 and f"{beat.age_s(now):.1f}" == "0.0"
+    assert beat.age_s(now + timedelta(seconds=2)) == pytest.approx(1.997)

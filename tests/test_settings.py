@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
 from memory_core.errors import ConfigurationError
-from memory_core.settings import VARIABLES, Settings
+from memory_core.settings import VARIABLES, Settings, parse_bool
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
@@ -142,3 +143,48 @@ def test_no_module_but_settings_reads_the_environment() -> None:
             if re.search(r"os\.environ|os\.getenv|getenv\(", text):
                 offenders.append(str(path.relative_to(repo)))
     assert not offenders, f"only memory_core/settings.py may read the environment: {offenders}"
+
+
+def test_every_setting_has_exactly_one_variable() -> None:
+    """A Settings field without a MNEMO_* variable could be set by no one (and would be
+    missing from docs/configuration.md, which lists the variables)."""
+    fields = [f.name for f in dataclasses.fields(Settings)]
+    by_field = [v.field for v in VARIABLES]
+    assert sorted(by_field) == sorted(set(by_field)), "a field has two variables"
+    assert sorted(fields) == sorted(by_field), (
+        f"fields without a variable: {sorted(set(fields) - set(by_field))}; "
+        f"variables without a field: {sorted(set(by_field) - set(fields))}")
+
+
+# Defaults computed from another setting or the environment, written out in words.
+COMPUTED_DEFAULTS = {"MNEMO_DATA_DIR", "MNEMO_BACKUP_DIR"}
+
+
+def documented_defaults(text: str) -> dict[str, str]:
+    """variable -> its default cell in docs/configuration.md's table."""
+    rows = re.findall(r"^\| `(MNEMO_[A-Z0-9_]+)` \| ([^|]*) \|", text, flags=re.M)
+    return {name: cell.strip() for name, cell in rows}
+
+
+def test_documented_defaults_are_the_real_ones() -> None:
+    cells = documented_defaults(DOCS.read_text(encoding="utf-8"))
+    defaults = Settings()
+    wrong = []
+    for var in VARIABLES:
+        if var.env in COMPUTED_DEFAULTS:
+            continue
+        cell, real = cells.get(var.env, "(missing)"), getattr(defaults, var.field)
+        shown = re.match(r"`([^`]*)`", cell)
+        if real is None:
+            ok = cell.startswith("unset")
+        elif shown is None:
+            ok = False
+        elif isinstance(real, bool):
+            ok = parse_bool(var.env, shown.group(1)) == real
+        elif isinstance(real, int | float):
+            ok = float(shown.group(1)) == real
+        else:
+            ok = shown.group(1) == str(real)
+        if not ok:
+            wrong.append(f"{var.env}: documented {cell!r}, the default is {real!r}")
+    assert not wrong, "docs/configuration.md shows wrong defaults:\n" + "\n".join(wrong)

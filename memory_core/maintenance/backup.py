@@ -110,6 +110,7 @@ def _fill(env: JobEnv, tmp: Path) -> dict[str, Any]:
     databases: dict[str, Any] = {}
     with snapshot(env.state, tmp / files.DB_FILES["state"]) as state, \
             snapshot(env.ops, tmp / files.DB_FILES["ops"]) as ops:
+        forget_processes(ops)
         for kind, conn in (("state", state), ("ops", ops)):
             databases[kind] = {"file": files.DB_FILES[kind],
                                "schema_version": files.schema_version(conn),
@@ -126,6 +127,15 @@ def _fill(env: JobEnv, tmp: Path) -> dict[str, Any]:
             "created_at": to_db(env.now), "mnemo_version": _version(),
             "databases": databases, "exports": exports, "postgres": postgres,
             "files": listed}
+
+
+def forget_processes(copy: Connection) -> None:
+    """Drop the heartbeats from the copy of the ops database: they name the processes that
+    were running when it was taken, and none of them runs on a restored folder. Left in, a
+    restore would show them to `mnemo health` as workers that died without stopping for
+    MNEMO_HEARTBEAT_KEEP_S (an hour)."""
+    with atomic(copy):
+        copy.execute("DELETE FROM heartbeats")
 
 
 @contextlib.contextmanager
