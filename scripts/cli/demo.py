@@ -21,6 +21,7 @@ from memory_core.model.tenants import create_tenant
 from memory_core.recall import RecallResult
 from memory_core.settings import Settings
 from scripts.cli.app import Ctx, handle_errors, progress
+from scripts.cli.dates import show_day
 from workers.pool import WorkerPool
 
 TENANT = "demo"
@@ -72,17 +73,17 @@ def _why(components: dict[str, float]) -> str:
 
 
 def _show(question: str, as_of: str | None, result: RecallResult, top: int) -> None:
-    when = f" (as of {as_of[:10]})" if as_of else ""
+    when = f" (as of {show_day(as_of)})" if as_of else ""
     click.echo(f"\nQ: {question}{when}")
     if not result.items and not result.facts:
         click.echo("   (nothing recalled)")
     if result.facts:
         click.echo("   facts:")
     for fact in result.facts[:top]:
-        until = f" until {fact.valid_to[:10]}" if fact.valid_to else ""
+        until = f" until {show_day(fact.valid_to)}" if fact.valid_to else ""
         before = f" (before: {', '.join(fact.superseded)})" if fact.superseded else ""
         click.echo(f"   {fact.label} fact: {fact.text}{before}")
-        click.echo(f"       since {(fact.valid_from or '?')[:10]}{until}, confidence "
+        click.echo(f"       since {show_day(fact.valid_from) or '?'}{until}, confidence "
                    f"{fact.confidence:.2f}, stated by {fact.source}; score {fact.score:.3f} "
                    f"({_why(fact.components)}); from turn(s) {', '.join(fact.turn_uids) or '-'}")
     if result.items:
