@@ -67,7 +67,7 @@ def test_a_bad_line_is_named_and_nothing_is_enqueued(tmp_path: Path) -> None:
     for rows, expected in cases:
         path = _write(tmp_path / "bad.jsonl", rows)
         result = CliRunner().invoke(main, ["ingest", str(path), "--create-tenant"], env=env)
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 5, result.output
         assert expected in result.output, result.output
         assert secret not in result.output
         assert _ready(env) == 0
@@ -77,4 +77,4 @@ def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(json.dumps(_line(0)).replace("Sam", "S\u00e9m").encode("latin-1") + b"\n")
     result = CliRunner().invoke(main, ["ingest", str(path)], env=_env(tmp_path))
-    assert result.exit_code == 1 and "not UTF-8" in result.output
+    assert result.exit_code == 5 and "line 1: not UTF-8" in result.output
