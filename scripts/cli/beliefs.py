@@ -11,7 +11,6 @@ import click
 from memory_core.clock import to_db, utcnow
 from memory_core.db import open_state
 from memory_core.db.sqlite import Connection
-from memory_core.errors import UnknownTenantError
 from memory_core.model.tenants import require_tenant
 from memory_core.recall.knowledge import BeliefView, belief_history, list_beliefs, list_entities
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
@@ -27,11 +26,7 @@ def _reading(obj: Ctx, tenant: str | None) -> Iterator[tuple[Connection, str]]:
     tenant = tenant or obj.settings.default_tenant
     db = open_state(obj.settings, migrate=False, readonly=True)
     try:
-        try:
-            require_tenant(db.conn, tenant)
-        except UnknownTenantError:
-            raise UnknownTenantError(f"tenant {tenant!r} does not exist: see the tenants with "
-                                     "`mnemo tenant list`") from None
+        require_tenant(db.conn, tenant)  # the error names `mnemo tenant list`
         yield db.conn, tenant
     finally:
         db.close()
