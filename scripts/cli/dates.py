@@ -37,7 +37,10 @@ class DateTimeParam(click.ParamType):
                 self.fail(f"{value!r} is not a date: use {ACCEPTED}", param, ctx)
         if moment.tzinfo is None or moment.utcoffset() is None:
             moment = moment.replace(tzinfo=UTC)
-        moment = moment.astimezone(UTC)
+        try:
+            moment = moment.astimezone(UTC)
+        except OverflowError:  # 0001-01-01 east of UTC: before the first representable day
+            moment = datetime.min.replace(tzinfo=UTC)
         if not 1000 <= moment.year <= 9999:
             self.fail(f"{value!r} is out of range: use a year from 1000 to 9999", param, ctx)
         return moment

@@ -72,7 +72,7 @@ def recollect(obj: Ctx, turn_uid: str, tenant: str | None, context: int, as_json
     if as_json:
         emit_json({"turn_uid": found.turn.turn_uid, "session_id": found.turn.session_id,
                    "turns": [{"turn_uid": r.turn_uid, "index": r.index, "speaker": r.speaker,
-                              "occurred_at": r.occurred_at.isoformat(), "text": r.text,
+                              "occurred_at": r.occurred_at, "text": r.text,
                               "target": r.turn_uid == turn_uid} for r in rows]})
         return
     emit_table(["", "turn", "time", "speaker", "text"], [
