@@ -25,8 +25,10 @@ from click.testing import CliRunner
 from scripts.cli import main
 from scripts.cli.dates import DATE, DateTimeParam
 from scripts.cli.docs import walk
-from tests.helpers.cli_data import a_belief_id, cli_env, seed_data_dir
+from tests.helpers.cli_data import a_belief_id, cli_env, local_zone_not_utc, seed_data_dir
 from tests.helpers.post_turn import turn
+
+__all__ = ["local_zone_not_utc"]  # a fixture used here
 
 LEAVES = {" ".join(path): cmd for path, cmd in walk(main) if not isinstance(cmd, click.Group)}
 
@@ -122,8 +124,8 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _run_until_started(argv: list[str], env: dict[str, str]) -> tuple[int, list[dict[str, Any]]]:
-    """Start ``mnemo argv``, wait for its first stdout line, SIGTERM it; (exit code, every
-    stdout line parsed as JSON)."""
+    """Start ``mnemo argv``, wait for its first stdout line, SIGTERM it if that says it
+    started; (exit code, every stdout line parsed as JSON)."""
     mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
     proc = subprocess.Popen([mnemo, *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -132,7 +134,8 @@ def _run_until_started(argv: list[str], env: dict[str, str]) -> tuple[int, list[
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
-        proc.send_signal(signal.SIGTERM)
+        if '"started"' in first:  # else it is ending by itself: a signal would race its exit
+            proc.send_signal(signal.SIGTERM)
         rest, err = proc.communicate(timeout=90)
     finally:
         killer.cancel()
@@ -170,6 +173,7 @@ def test_a_long_running_command_that_cannot_start_says_so_in_json(tmp_path: Path
 
 # -- dates ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("2024-05-01", datetime(2024, 5, 1, tzinfo=UTC)),
     ("2024-05-01T12:30:00", datetime(2024, 5, 1, 12, 30, tzinfo=UTC)),
@@ -178,6 +182,7 @@ def test_a_long_running_command_that_cannot_start_says_so_in_json(tmp_path: Path
     ("2024-05-01T12:30:00+02:00", datetime(2024, 5, 1, 10, 30, tzinfo=UTC)),
     ("2024-05-01T00:30:00-05:00", datetime(2024, 5, 1, 5, 30, tzinfo=UTC)),
 ])
+@pytest.mark.usefixtures("local_zone_not_utc")
 def test_a_date_is_a_day_or_iso_8601_in_utc(text: str, expected: datetime) -> None:
     value = DATE.convert(text, None, None)
     assert value == expected and value.utcoffset() is not None and value.tzinfo == UTC

@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from scripts.cli import main
-from tests.helpers.cli_data import cli_env, seed_data_dir
+from tests.helpers.cli_data import cli_env, local_zone_not_utc, seed_data_dir
+
+__all__ = ["local_zone_not_utc"]  # a fixture used here
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +63,12 @@ def test_the_table_shows_the_columns_and_days(data_dir: Path) -> None:
 @pytest.mark.parametrize(("as_of", "city"), [
     ("2024-05-02", "Lisbon"),  # midnight UTC: Berlin came at 12:09 that day
     ("2024-05-02T12:30:00", "Berlin"),  # no zone: UTC
+    ("2024-05-02T12:05:00", "Lisbon"),  # UTC, not the process's zone (16:05 UTC: Berlin)
     ("2024-05-02T12:30:00+02:00", "Lisbon"),  # 10:30 UTC
     ("2024-05-02T05:30:00-07:00", "Berlin"),  # 12:30 UTC
     ("2024-05-03T13:00:00Z", "Osaka"),
 ])
+@pytest.mark.usefixtures("local_zone_not_utc")
 def test_as_of_takes_a_day_or_an_iso_time_with_or_without_a_zone(data_dir: Path, as_of: str,
                                                                 city: str) -> None:
     rows = as_json(data_dir, "beliefs", "list", "-t", "t1", "-s", "Sam", "-p", "lives_in",

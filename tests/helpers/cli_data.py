@@ -8,7 +8,11 @@ Berlin, then Osaka, a day apart; his sister Ana likewise); tenant ``t2`` only th
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from memory_core.db import open_state
 from memory_core.embedders.factory import make_embedder
@@ -49,3 +53,14 @@ def a_belief_id(settings: Settings, tenant: str = "t1") -> str:
     finally:
         db.close()
     return f"belief:{uid}"
+
+
+@pytest.fixture
+def local_zone_not_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local zone set to New York: "no zone means UTC" must not hold only
+    because this machine's local time happens to be UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
