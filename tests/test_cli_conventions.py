@@ -71,6 +71,14 @@ CHEAP: dict[str, list[str]] = {
 EXIT = {"health": {0, 1, 2}}  # no worker runs here: health may well say unhealthy
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory the tests below share (recall only adds to its recall log)."""
+    path = tmp_path_factory.mktemp("conventions") / "data"
+    seed_data_dir(path)
+    return path
+
+
 def test_every_command_is_classified() -> None:
     """A new command must say how its --json is tested (or why it has none)."""
     assert set(LEAVES) == set(CHEAP) | set(ELSEWHERE) | set(NO_JSON)
@@ -230,10 +238,9 @@ def test_dash_h_says_how_dates_are_read(name: str) -> None:
     assert "UTC when no zone is given" in " ".join(result.output.split())
 
 
-def test_recall_takes_a_time_without_a_zone(tmp_path: Path) -> None:
+def test_recall_takes_a_time_without_a_zone(seeded: Path) -> None:
     """Refused before with "pass a timezone-aware datetime (e.g. tzinfo=UTC)"."""
-    data = tmp_path / "data"
-    seed_data_dir(data)
+    data = seeded
     for as_of, city in (("2024-05-02T12:30:00", "Berlin"), ("2024-05-01", None)):
         result = CliRunner().invoke(main, ["recall", "where does Sam live?", "-t", "t1",
                                            "--as-of", as_of, "--json"], env=cli_env(data))
@@ -243,3 +250,37 @@ def test_recall_takes_a_time_without_a_zone(tmp_path: Path) -> None:
         objects = {f["object"] for f in out["facts"]
                    if (f["subject"], f["predicate"]) == ("Sam", "lives_in")}
         assert objects == ({city} if city else set()), objects
+
+
+# -- errors --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (["recall", "hi", "-t", "nope"], 1, "tenant 'nope' does not exist: check the name with "
+                                        "`mnemo tenant list`"),
+    (["digest", "-t", "nope"], 1, "`mnemo tenant list`"),
+    (["memory", "recollect", "u0001", "-t", "nope"], 1, "`mnemo tenant list`"),
+    (["beliefs", "history", "-t", "t1", "Sam", "lives"], 1, "unknown predicate 'lives': use "
+                                                             "one of"),
+    (["memory", "explain", "belief:b_none", "-t", "t1"], 1, "use an id shown by `mnemo recall`"),
+    (["schedules", "history", "nightly"], 1, "unknown schedule 'nightly': the schedules are"),
+    (["recall", "hi", "--as-of", "last week"], 2, "'last week' is not a date: use YYYY-MM-DD or "
+                                                  "ISO-8601"),
+    (["digest", "--date", "2024-02-30"], 2, "'2024-02-30' is not a date"),
+])
+def test_an_error_is_one_line_saying_what_and_the_fix(seeded: Path, args: list[str],
+                                                      code: int, says: str) -> None:
+    data = seeded
+    result = CliRunner().invoke(main, args, env=cli_env(data))
+    assert result.exit_code == code, result.output
+    errors = [line for line in result.stderr.splitlines() if "Error" in line]
+    assert len(errors) == 1 and errors[0].startswith("Error: ") and says in errors[0], errors
+    assert "Traceback" not in result.output and result.stdout == ""
+    assert "timezone-aware" not in result.output
+
+
+def test_a_missing_data_dir_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["beliefs", "list"], env=cli_env(tmp_path / "none"))
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("Error: ")]
+    assert "memory_state.db (the state database) does not exist: run `mnemo db migrate`" in line
+    assert not (tmp_path / "none").exists()  # reading created nothing
