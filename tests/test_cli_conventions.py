@@ -1,7 +1,9 @@
 """The CLI's conventions, over the whole click tree: every command that prints a result takes
 ``--json`` and its stdout then parses (run for real against a data directory written by the
 workers' pipeline); the long-running commands print one JSON object per line; every date
-option takes ``YYYY-MM-DD`` or ISO-8601, UTC when no zone is given, and says so in ``-h``."""
+option takes ``YYYY-MM-DD`` or ISO-8601, UTC when no zone is given, and says so in ``-h``;
+dates are printed as ``YYYY-MM-DD`` or ISO-8601 UTC with Z, in tables and in JSON; an error
+is one ``Error:`` line with the fix."""
 
 from __future__ import annotations
 
@@ -114,8 +116,16 @@ def test_every_cheap_command_prints_json_that_parses(tmp_path: Path) -> None:
         odd = [text for text in _strings(parsed) if LOOKS_LIKE_A_TIME.match(text)
                and not ISO_UTC.match(text)]
         assert odd == [], f"`mnemo {name} --json`: times not ISO-8601 UTC with Z: {odd[:3]}"
+        table = runner.invoke(main, argv[:-1], env=cli_env(data))
+        assert table.exit_code in EXIT.get(name, {0}), (name, table.output[-2000:])
+        odd = [word for word in DATE_IN_TEXT.findall(table.stdout)
+               if not (DAY.fullmatch(word) or ISO_UTC.fullmatch(word))]
+        assert odd == [], f"`mnemo {name}` prints dates not as YYYY-MM-DD or ISO-8601 with Z: " \
+                          f"{odd[:3]}"
 
 
+DATE_IN_TEXT = re.compile(r"(?<![\w/.-])(?:\d{4}-)?\d{2}-\d{2}(?:[T ]\d{2}:\d{2}[^\s,;)]*)?")
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 LOOKS_LIKE_A_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
