@@ -153,3 +153,14 @@ def test_reading_changes_nothing(data_dir: Path) -> None:
                  ["beliefs", "history", "Sam", "likes"]):
         assert mnemo(data_dir, *args, "-t", "t1").exit_code == 0
     assert digest() == before
+
+
+def test_a_listing_cut_at_the_bound_says_so(data_dir: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memory_core.recall.knowledge.MAX_ROWS", 3)
+    monkeypatch.setattr("scripts.cli.beliefs.MAX_ROWS", 3)
+    result = mnemo(data_dir, "beliefs", "list", "-t", "t1", "--json")
+    assert result.exit_code == 0
+    assert len(json.loads(result.stdout)) == 3
+    assert "the first 3 beliefs only: narrow the list with --subject or --predicate" in \
+        result.stderr

@@ -12,7 +12,13 @@ from memory_core.clock import to_db, utcnow
 from memory_core.db import open_state
 from memory_core.db.sqlite import Connection
 from memory_core.model.tenants import require_tenant
-from memory_core.recall.knowledge import BeliefView, belief_history, list_beliefs, list_entities
+from memory_core.recall.knowledge import (
+    MAX_ROWS,
+    BeliefView,
+    belief_history,
+    list_beliefs,
+    list_entities,
+)
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
 from scripts.cli.dates import date_option, show_day, stored
 
@@ -81,6 +87,9 @@ def list_(obj: Ctx, tenant: str | None, subject: str | None, predicate: str | No
         found = list_beliefs(conn, name, now=to_db(utcnow()), subject=subject,
                              predicate=predicate, as_of=stored(as_of),
                              include_history=include_superseded)
+    if len(found) >= MAX_ROWS:
+        click.echo(f"mnemo: the first {MAX_ROWS} beliefs only: narrow the list with --subject "
+                   "or --predicate", err=True)
     if as_json:
         emit_json([b.to_dict() for b in found])
     elif found:
