@@ -16,11 +16,12 @@ The digest is in the id so that a reused turn uid with other content sent blind 
 first is recorded) is a second message, which the worker dead-letters with the turn uid
 and the reason, instead of one the broker would silently drop as a duplicate.
 
-``parse_turn_lines`` reads a JSON Lines file of turns (``mnemo ingest``, ``mnemo demo``),
-checking every line before anything is sent. ``TurnSender`` builds the enqueuer on first use
-(nothing connects when ``Memory`` opens) and sends through it: on the embedded broker one
-INSERT, on Redis a short-timeout send with the spool behind it (never raises because Redis
-is down).
+``check_turn_lines`` checks every line of a JSON Lines file of turns and returns the good
+turns with every bad line (``mnemo ingest`` lists them all and sends nothing);
+``parse_turn_lines`` is the same, all or nothing (``mnemo demo``). ``TurnSender`` builds
+the enqueuer on first use (nothing connects when ``Memory`` opens) and sends through it: on
+the embedded broker one INSERT, on Redis a short-timeout send with the spool behind it
+(never raises because Redis is down).
 """
 
 from __future__ import annotations
