@@ -57,4 +57,7 @@ def parse_iso(text: str, what: str = "time") -> datetime:
         raise InvalidInputError(
             f"{what} is not an ISO-8601 time: use a form like 2024-05-01T12:00:00Z"
         ) from None
+    if value.tzinfo is None or value.utcoffset() is None:  # text: no Python advice here
+        raise InvalidInputError(f"{what} has no time zone: end it with Z (UTC) or an offset "
+                                "like +02:00, e.g. 2024-05-01T12:00:00Z")
     return ensure_utc(value, what)

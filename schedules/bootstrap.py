@@ -148,10 +148,14 @@ def start_memory_worker(settings: Settings, *, namespace: str = "mnemo",
     return SchedulerService(scheduler, leadership, firer, ops, enqueuer, heartbeater)
 
 
-def run_scheduler(settings: Settings, stop: threading.Event) -> None:
-    """``mnemo scheduler``: run until ``stop`` is set (SIGTERM / SIGINT)."""
+def run_scheduler(settings: Settings, stop: threading.Event,
+                  on_started: Callable[[], None] | None = None) -> None:
+    """``mnemo scheduler``: run until ``stop`` is set (SIGTERM / SIGINT); ``on_started``
+    is called once the scheduler runs."""
     service = start_memory_worker(settings)
     try:
+        if on_started is not None:
+            on_started()
         stop.wait()
     finally:
         service.stop()

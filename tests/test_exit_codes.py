@@ -1,7 +1,8 @@
 """The exit codes documented in docs/cli.md and README.md (one table, from
 ``scripts.cli.exit_codes``) are the codes the commands exit with: a usage error, a mnemo
-error, a failed restore drill, a storage fault, and `mnemo health` healthy / degraded /
-unhealthy. The codes are read from the documents, so a table that drifts fails here."""
+error, a failed restore drill, a storage fault, a file of turns with bad lines, and `mnemo
+health` healthy / degraded / unhealthy. The codes are read from the documents, so a table
+that drifts fails here."""
 
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ def test_the_documented_codes_are_the_ones_commands_exit_with(tmp_path: Path) ->
 
     assert run("queue", "stats", "--no-such-option") == doc["a usage error"]
     assert run("schedules", "history", "no-such-schedule") == doc["a mnemo error"]
+    bad_file = tmp_path / "turns.jsonl"
+    bad_file.write_text('{"session_id": "s1"}\n', encoding="utf-8")
+    assert run("ingest", "--check", str(bad_file)) == doc["bad input data"]
+    assert run("ingest", str(bad_file)) == doc["bad input data"]
 
     _alive(settings)
     assert run("health") == doc["health:healthy"]

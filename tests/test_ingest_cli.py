@@ -67,7 +67,7 @@ def test_a_bad_line_is_named_and_nothing_is_enqueued(tmp_path: Path) -> None:
     for rows, expected in cases:
         path = _write(tmp_path / "bad.jsonl", rows)
         result = CliRunner().invoke(main, ["ingest", str(path), "--create-tenant"], env=env)
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 5, result.output
         assert expected in result.output, result.output
         assert secret not in result.output
         assert _ready(env) == 0
@@ -77,4 +77,56 @@ def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(json.dumps(_line(0)).replace("Sam", "S\u00e9m").encode("latin-1") + b"\n")
     result = CliRunner().invoke(main, ["ingest", str(path)], env=_env(tmp_path))
-    assert result.exit_code == 1 and "not UTF-8" in result.output
+    assert result.exit_code == 5 and "line 1: not UTF-8" in result.output
+
+
+def test_every_bad_line_is_listed_up_to_the_bound_and_nothing_is_enqueued(
+        tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    secret = "my sister Ana lives in Lisbon"
+    rows: list[object] = [_line(0)]
+    rows += [{**_line(i), "occurred_at": "2024-05-01T12:00:00", "text": secret}
+             for i in range(1, 61)]  # 60 bad: no zone
+    rows += [_line(61), "{oops", _line(0)]  # not JSON; a reused turn_uid
+    path = _write(tmp_path / "bad.jsonl", rows)
+    for args in (["--check"], [], ["--check", "--create-tenant"]):
+        result = CliRunner().invoke(main, ["ingest", str(path), *args], env=env)
+        assert result.exit_code == 5, result.output
+        listed = result.stderr.splitlines()
+        assert listed[0] == ("line 2: occurred_at has no time zone: end it with Z (UTC) or an "
+                             "offset like +02:00, e.g. 2024-05-01T12:00:00Z")
+        assert [line.split(":")[0] for line in listed[:50]] == [
+            f"line {n}" for n in range(2, 52)]
+        assert listed[50:] == [
+            "... and 12 more bad line(s)",
+            f"Error: 62 bad line(s) in {path} (listed above): "
+            + ("fix them first" if "--check" in args else
+               "fix them and run `mnemo ingest` again") + "; nothing was enqueued"]
+        assert result.stdout == "" and secret not in result.output
+        assert "timezone-aware" not in result.output
+        assert _ready(env) == 0
+    as_json = CliRunner().invoke(main, ["ingest", str(path), "--check", "--json"], env=env)
+    assert as_json.exit_code == 5
+    report = json.loads(as_json.stdout)
+    assert (report["ok"], report["bad_count"], report["lines"], report["enqueued"]) == (
+        False, 62, 64, 0)
+    assert len(report["bad_lines"]) == 50
+    assert report["bad_lines"][0]["line"] == 2
+
+
+def test_check_of_a_good_file_enqueues_nothing_then_ingest_does(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    path = _write(tmp_path / "turns.jsonl", [_line(i) for i in range(4)])
+    checked = CliRunner().invoke(main, ["ingest", str(path), "--check", "--tenant", "acme",
+                                        "--json"], env=env)
+    assert checked.exit_code == 0, checked.output
+    assert json.loads(checked.stdout) == {"ok": True, "turns": 4, "tenants": ["acme"],
+                                          "bad_count": 0, "bad_lines": [], "enqueued": 0}
+    text = CliRunner().invoke(main, ["ingest", str(path), "--check"], env=env)
+    assert text.stdout == f"{path}: 4 turn(s) for tenant(s) default, every line valid; " \
+                          "nothing enqueued (--check)\n"
+    assert _ready(env) == 0
+    done = CliRunner().invoke(main, ["ingest", str(path), "--tenant", "acme",
+                                     "--create-tenant"], env=env)
+    assert done.exit_code == 0, done.output
+    assert _ready(env) == 4

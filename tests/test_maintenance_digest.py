@@ -144,4 +144,4 @@ def test_cli_prints_the_stored_digest_with_names(world: World) -> None:
     assert json.loads(live.stdout)["stored"] is False
     assert json.loads(live.stdout)["learned"]["turns"] == 1  # u0, the day before
     bad = _cli(world, "--tenant", "t1", "--date", "May 1st")
-    assert bad.exit_code == 1 and "--date must be a day like 2024-05-01" in bad.output
+    assert bad.exit_code == 2 and "'May 1st' is not a date: use YYYY-MM-DD" in bad.output

@@ -16,11 +16,12 @@ The digest is in the id so that a reused turn uid with other content sent blind 
 first is recorded) is a second message, which the worker dead-letters with the turn uid
 and the reason, instead of one the broker would silently drop as a duplicate.
 
-``parse_turn_lines`` reads a JSON Lines file of turns (``mnemo ingest``, ``mnemo demo``),
-checking every line before anything is sent. ``TurnSender`` builds the enqueuer on first use
-(nothing connects when ``Memory`` opens) and sends through it: on the embedded broker one
-INSERT, on Redis a short-timeout send with the spool behind it (never raises because Redis
-is down).
+``check_turn_lines`` checks every line of a JSON Lines file of turns and returns the good
+turns with every bad line (``mnemo ingest`` lists them all and sends nothing);
+``parse_turn_lines`` is the same, all or nothing (``mnemo demo``). ``TurnSender`` builds
+the enqueuer on first use (nothing connects when ``Memory`` opens) and sends through it: on
+the embedded broker one INSERT, on Redis a short-timeout send with the spool behind it
+(never raises because Redis is down).
 """
 
 from __future__ import annotations
@@ -110,39 +111,83 @@ class TurnSender:
             enqueuer.close()
 
 
-def parse_turn_lines(lines: Iterable[str], *, default_tenant: str,
-                     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> list[CheckedTurn]:
-    """Turns from JSON Lines (one object per line: session_id, turn_uid, speaker, text,
-    occurred_at, optional index and tenant; blank lines skipped), all checked first.
+@dataclasses.dataclass(frozen=True)
+class BadLine:
+    """A line of a turns file that cannot be ingested: its number (from 1) and why. The
+    reason names fields, never the line's text."""
 
-    ``default_tenant`` applies to lines without a tenant. Raises InvalidInputError naming the
-    first bad line (and never quoting its text): not JSON, a bad field, or a turn_uid used
-    twice in one tenant.
-    """
+    number: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.number}: {self.reason}"
+
+
+def _decoded(number: int, line: str | bytes) -> str:
+    if isinstance(line, str):
+        return line
+    try:
+        return line.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidInputError(f"not UTF-8 text (byte {e.start + 1}): save the file as "
+                                "UTF-8") from None
+
+
+def _line_turn(number: int, line: str | bytes, default_tenant: str,
+               max_turn_chars: int) -> CheckedTurn | None:
+    """The checked turn of one line (None for a blank one); InvalidInputError why not."""
+    text = _decoded(number, line)
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise InvalidInputError(
+            f"not a JSON object ({type(e).__name__} at column {getattr(e, 'colno', '?')}): "
+            "write one turn per line") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"expected a JSON object, got {type(data).__name__}")
+    data.setdefault("tenant", default_tenant)
+    return checked_turn(data, max_turn_chars)
+
+
+def check_turn_lines(lines: Iterable[str | bytes], *, default_tenant: str,
+                     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS
+                     ) -> tuple[list[CheckedTurn], list[BadLine]]:
+    """Every line of a JSON Lines file of turns checked (one object per line: session_id,
+    turn_uid, speaker, text, occurred_at, optional index and tenant; blank lines skipped):
+    the good turns and every bad line, in file order. ``default_tenant`` applies to lines
+    without a tenant. A line is bad when it is not UTF-8 (for bytes), not a JSON object,
+    has a bad field, or reuses a turn_uid of an earlier line in the same tenant."""
     turns: list[CheckedTurn] = []
+    bad: list[BadLine] = []
     seen: dict[tuple[str, str], int] = {}
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
         try:
-            data = json.loads(line)
-        except ValueError as e:
-            raise InvalidInputError(
-                f"line {number}: not a JSON object ({type(e).__name__} at column "
-                f"{getattr(e, 'colno', '?')}): write one turn per line") from None
-        if not isinstance(data, dict):
-            raise InvalidInputError(f"line {number}: expected a JSON object, got "
-                                    f"{type(data).__name__}")
-        data.setdefault("tenant", default_tenant)
-        try:
-            t = checked_turn(data, max_turn_chars)
+            t = _line_turn(number, line, default_tenant, max_turn_chars)
         except InvalidInputError as e:
-            raise InvalidInputError(f"line {number}: {e}") from None
+            bad.append(BadLine(number, str(e)))
+            continue
+        if t is None:
+            continue
         first = seen.setdefault((t.tenant, t.turn_uid), number)
         if first != number:
-            raise InvalidInputError(f"line {number}: turn_uid {t.turn_uid!r} is already used "
-                                    f"on line {first}: turn uids are unique per tenant")
+            bad.append(BadLine(number, f"turn_uid {t.turn_uid!r} is already used on line "
+                                       f"{first}: turn uids are unique per tenant"))
+            continue
         turns.append(t)
+    return turns, bad
+
+
+def parse_turn_lines(lines: Iterable[str | bytes], *, default_tenant: str,
+                     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> list[CheckedTurn]:
+    """``check_turn_lines``, all or nothing: the turns, or InvalidInputError naming the
+    first bad line (and never quoting its text)."""
+    turns, bad = check_turn_lines(lines, default_tenant=default_tenant,
+                                  max_turn_chars=max_turn_chars)
+    if bad:
+        more = f" (and {len(bad) - 1} more bad line(s))" if len(bad) > 1 else ""
+        raise InvalidInputError(f"{bad[0]}{more}")
     return turns
 
 

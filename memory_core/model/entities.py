@@ -45,7 +45,7 @@ def entity_name(conn: Connection, tenant: str, entity_id: str) -> str:
                        (tenant, entity_id)).fetchone()
     if row is None:
         raise NotFoundError(f"entity {entity_id!r} does not exist in tenant {tenant!r}: "
-                            "list entities with `mnemo entity list`")
+                            "list entities with `mnemo entities list`")
     return row[0]
 
 

@@ -62,7 +62,8 @@ def require_tenant(conn: Connection, tenant: object) -> str:
     row = conn.execute("SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone()
     if row is None:
         raise UnknownTenantError(
-            f"tenant {tenant!r} does not exist: create it with `mnemo tenant add {tenant}`"
+            f"tenant {tenant!r} does not exist: check the name with `mnemo tenant list`, or "
+            f"create it with `mnemo tenant add {tenant}`"
         )
     return tenant  # type: ignore[return-value]
 

@@ -15,11 +15,17 @@ from scripts.cli.app import main
 COMMANDS: dict[str, tuple[str, str]] = {
     "backup": ("scripts.cli.backup:backup",
                "Online backups of both databases, with per-tenant exports and a manifest."),
+    "beliefs": ("scripts.cli.beliefs:beliefs",
+                "What memory believes about a tenant: subject, predicate, object, when, from "
+                "which turn."),
     "db": ("scripts.cli.db:db", "Schema versions and migrations of the two databases."),
     "demo": ("scripts.cli.demo:demo",
              "Run the whole pipeline on a small bundled conversation and show recall."),
     "digest": ("scripts.cli.digest:digest",
                "What memory learned, changed and dropped in a day, for one tenant."),
+    "entities": ("scripts.cli.beliefs:entities",
+                 "The entities memory knows for a tenant: people, places, things, with "
+                 "aliases."),
     "health": ("scripts.cli.health:health",
                "Check memory, the queue and the processes; exit 0 healthy, 1 degraded, 2 "
                "unhealthy."),

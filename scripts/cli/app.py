@@ -14,10 +14,12 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import click
 
+from memory_core.clock import to_db
 from memory_core.db import Database, open_ops, open_state
 from memory_core.db.faults import fault_of, storage_status, store_error
 from memory_core.db.sqlite import sqlite_module
@@ -177,8 +179,16 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
+def _json_value(value: Any) -> Any:
+    """A datetime as ISO-8601 UTC with Z (the storage encoding, as the stored times the
+    commands print); anything else as its text."""
+    if isinstance(value, datetime) and value.utcoffset() is not None:
+        return to_db(value)
+    return str(value)
+
+
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=_json_value))
 
 
 def emit_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -30,6 +30,7 @@ from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
 from scripts.cli import exit_codes
 from scripts.cli.app import CONTEXT_SETTINGS, Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import show_time
 
 DRILL_FAILED_EXIT = exit_codes.DRILL_FAILED
 
@@ -112,8 +113,8 @@ def list_(obj: Ctx, as_json: bool) -> None:
         click.echo(f"no backups in {obj.settings.backups_path}: run `mnemo backup now`")
         return
     emit_table(["name", "created", "window", "size", "tenants", "last drill"],
-               [[r["name"], r["created_at"], r["window"], _size(r["bytes"]), r["tenants"],
-                 _drill_text(r["drill"])] for r in rows])
+               [[r["name"], show_time(r["created_at"]), r["window"], _size(r["bytes"]),
+                 r["tenants"], _drill_text(r["drill"])] for r in rows])
 
 
 def _size(n: int) -> str:

@@ -20,7 +20,8 @@ from memory_core.log import configure_logging
 from memory_core.model.tenants import create_tenant
 from memory_core.recall import RecallResult
 from memory_core.settings import Settings
-from scripts.cli.app import Ctx, handle_errors, progress
+from scripts.cli.app import Ctx, emit_json, handle_errors, json_option, progress
+from scripts.cli.dates import show_day
 from workers.pool import WorkerPool
 
 TENANT = "demo"
@@ -72,17 +73,17 @@ def _why(components: dict[str, float]) -> str:
 
 
 def _show(question: str, as_of: str | None, result: RecallResult, top: int) -> None:
-    when = f" (as of {as_of[:10]})" if as_of else ""
+    when = f" (as of {show_day(as_of)})" if as_of else ""
     click.echo(f"\nQ: {question}{when}")
     if not result.items and not result.facts:
         click.echo("   (nothing recalled)")
     if result.facts:
         click.echo("   facts:")
     for fact in result.facts[:top]:
-        until = f" until {fact.valid_to[:10]}" if fact.valid_to else ""
+        until = f" until {show_day(fact.valid_to)}" if fact.valid_to else ""
         before = f" (before: {', '.join(fact.superseded)})" if fact.superseded else ""
         click.echo(f"   {fact.label} fact: {fact.text}{before}")
-        click.echo(f"       since {(fact.valid_from or '?')[:10]}{until}, confidence "
+        click.echo(f"       since {show_day(fact.valid_from) or '?'}{until}, confidence "
                    f"{fact.confidence:.2f}, stated by {fact.source}; score {fact.score:.3f} "
                    f"({_why(fact.components)}); from turn(s) {', '.join(fact.turn_uids) or '-'}")
     if result.items:
@@ -98,15 +99,17 @@ def _show(question: str, as_of: str | None, result: RecallResult, top: int) -> N
                f"#{result.log_id}{flags}]")
 
 
-def run_demo(settings: Settings, *, processes: int, timeout_s: float, top: int) -> None:
+def run_demo(settings: Settings, *, processes: int, timeout_s: float, top: int,
+             as_json: bool = False) -> None:
     turns = demo_turns()
     migrate_stores(settings)  # set-up, as `mnemo db migrate`: Memory.open only checks
     state = open_state(settings, migrate=False)
     create_tenant(state.conn, TENANT)
     state.close()
     pool = WorkerPool(settings, processes=processes, threads=2, grace_s=5)
-    progress(f"mnemo demo: data in {settings.data_dir}; starting {processes} worker "
-             "process(es) on the embedded broker")
+    say = (lambda _: None) if as_json else progress  # --json: stdout is the one report
+    say(f"mnemo demo: data in {settings.data_dir}; starting {processes} worker "
+        "process(es) on the embedded broker")
     pool.start()
     try:
         with Memory.open(settings) as mem:
@@ -114,16 +117,24 @@ def run_demo(settings: Settings, *, processes: int, timeout_s: float, top: int) 
             for turn in turns:
                 mem.after_turn(turn)
             enqueue_ms = (time.perf_counter() - started) * 1000
-            progress(f"enqueued {len(turns)} turns with after_turn in {enqueue_ms:.1f} ms; "
-                     "waiting for the workers")
+            say(f"enqueued {len(turns)} turns with after_turn in {enqueue_ms:.1f} ms; "
+                "waiting for the workers")
             waited = wait_drained(settings, timeout_s)
             counts = _counts(mem)
-            click.echo(f"processed in {waited:.1f} s: " + ", ".join(
-                f"{n} {t}" for t, n in counts.items()))
-            for question, as_of in QUESTIONS:
-                _show(question, as_of, mem.recall(question, tenant=TENANT, as_of=as_of), top)
+            answers = [(question, as_of, mem.recall(question, tenant=TENANT, as_of=as_of))
+                       for question, as_of in QUESTIONS]
     finally:
         pool.stop()
+    if as_json:
+        emit_json({"turns": len(turns), "enqueue_ms": round(enqueue_ms, 1),
+                   "processed_s": round(waited, 2), "counts": counts,
+                   "questions": [{"question": q, "as_of": as_of, "recall": result.to_dict()}
+                                 for q, as_of, result in answers]})
+        return
+    click.echo(f"processed in {waited:.1f} s: " + ", ".join(
+        f"{n} {t}" for t, n in counts.items()))
+    for question, as_of, result in answers:
+        _show(question, as_of, result, top)
 
 
 @click.command()
@@ -133,16 +144,18 @@ def run_demo(settings: Settings, *, processes: int, timeout_s: float, top: int) 
               help="Seconds to wait for the queue to drain.")
 @click.option("--top", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Recalled facts, and evidence items, shown per question.")
+@json_option
 @click.pass_obj
 @handle_errors
-def demo(obj: Ctx, processes: int, timeout: float, top: int) -> None:
+def demo(obj: Ctx, processes: int, timeout: float, top: int, as_json: bool) -> None:
     """Run the whole pipeline on a small bundled conversation and show recall.
 
     Uses a fresh temporary data directory (deleted afterwards) and the embedded broker, so
     it needs no server and leaves your MNEMO_DATA_DIR alone: starts a real worker pool,
     hands 30 turns of three chat sessions to after_turn, waits for the queue to drain, then
     asks a few questions and prints the recalled facts (current beliefs, best first) and
-    evidence (episodes and turns) with their score components.
+    evidence (episodes and turns) with their score components. With --json: one JSON
+    object (counts, and each question's full recall result) on stdout, nothing on stderr.
 
     Example:
 
@@ -152,4 +165,5 @@ def demo(obj: Ctx, processes: int, timeout: float, top: int) -> None:
         settings = Settings(data_dir=Path(tmp), log_format=obj.settings.log_format,
                             log_level="error")
         configure_logging(settings, force=True)  # quiet: the report is the output
-        run_demo(settings, processes=processes, timeout_s=timeout, top=top)
+        run_demo(settings, processes=processes, timeout_s=timeout, top=top,
+                 as_json=as_json)

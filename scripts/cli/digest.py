@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import click
 
 from memory_core.clock import utcnow
-from memory_core.errors import InvalidInputError
 from memory_core.maintenance.digest import compute_digest, digest_day, read_digest
 from memory_core.model.tenants import require_tenant
 from scripts.cli.app import Ctx, chat_view, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import date_option
 
 
-def _day(text: str | None) -> date:
-    if text is None:
-        return digest_day(utcnow())
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise InvalidInputError("--date must be a day like 2024-05-01 (UTC)") from None
+def _day(moment: datetime | None) -> date:
+    return digest_day(utcnow()) if moment is None else moment.date()  # a UTC datetime
 
 
 def _names(conn: Any, tenant: str, body: dict[str, Any]) -> dict[str, str]:
@@ -37,12 +32,12 @@ def _names(conn: Any, tenant: str, body: dict[str, Any]) -> dict[str, str]:
 
 @click.command()
 @click.option("--tenant", "-t", default=None, help="Tenant (default: MNEMO_TENANT).")
-@click.option("--date", "day", default=None,
-              help="UTC day, YYYY-MM-DD (default: yesterday, the last complete day).")
+@date_option("--date", "day", help="The UTC day of this date or time (default: yesterday, "
+             "the last complete day)")
 @json_option
 @click.pass_obj
 @handle_errors
-def digest(obj: Ctx, tenant: str | None, day: str | None, as_json: bool) -> None:
+def digest(obj: Ctx, tenant: str | None, day: datetime | None, as_json: bool) -> None:
     """What memory learned, changed and dropped in a day, for one tenant.
 
     Shows the digest the daily_digest job stored for that day; for a day it has not

@@ -17,6 +17,18 @@ HEADER = f"""# The mnemo CLI
 Generated from the commands' own help by `python -m scripts.cli.docs > docs/cli.md`;
 a test fails when this file is out of date.
 
+## Conventions
+
+- `--json` on every command prints one JSON document on stdout (progress and warnings go to
+  stderr). `mnemo up`, `mnemo worker` and `mnemo scheduler` run until stopped: with `--json`
+  they print one JSON object per line, `{{"event": "started", ...}}` once running and
+  `{{"event": "stopped", "outcome": "ok"}}` (or `"error"` with the error) when they end.
+- Dates and times (`--as-of`, `--date`): `YYYY-MM-DD` (midnight UTC) or ISO-8601; UTC when
+  no zone is given. Tables print days as `YYYY-MM-DD` and times as ISO-8601 UTC with `Z`;
+  `--json` gives full times in the same form.
+- An error is one `Error:` line saying what is wrong and how to fix it, with an exit code
+  from the table below. `mnemo ingest` lists every bad line (up to 50) before it.
+
 ## Exit codes
 
 {render_table()}"""

@@ -19,6 +19,7 @@ MNEMO_ERROR = click.ClickException.exit_code  # 1
 USAGE_ERROR = click.UsageError.exit_code  # 2
 DRILL_FAILED = 3
 STORAGE_FAULT = 4
+BAD_INPUT = 5  # `mnemo ingest` (and `ingest --check`): bad lines in the file
 # `mnemo mirror reconcile` (and scripts/reconcile_memory_mirror.py): its own meanings.
 RECONCILE_CLEAN = 0
 RECONCILE_DRIFT = 1
@@ -31,6 +32,8 @@ _EVERY = {
     DRILL_FAILED: "`mnemo restore-drill` only: the drill ran and failed (it is recorded)",
     STORAGE_FAULT: "a database is damaged, read-only or full: the `Error:` line names the file "
                    "and the fix (docs/databases.md, \"Storage faults\")",
+    BAD_INPUT: "bad input data: `mnemo ingest` (or `--check`) found bad lines in the file, "
+               "each listed with its number and reason; nothing was enqueued",
 }
 _HEALTH = {
     OK: "healthy; the probes `--worker` / `--scheduler`: alive (`--worker --ready`: ready)",

@@ -6,12 +6,50 @@ from pathlib import Path
 
 import click
 
-from memory_core.chat.post_turn import TurnSender, checked_message, parse_turn_lines
+from memory_core.chat.post_turn import BadLine, TurnSender, check_turn_lines, checked_message
 from memory_core.db import open_state
-from memory_core.errors import InvalidInputError, UnknownTenantError
+from memory_core.errors import UnknownTenantError
 from memory_core.model.tenants import create_tenant, require_tenant
 from memory_core.model.turns import CheckedTurn, is_recorded
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
+from scripts.cli.exit_codes import BAD_INPUT
+
+SHOWN_BAD_LINES = 50  # bad lines listed; the rest are counted
+
+
+class BadInput(click.ClickException):
+    """The file has bad lines (listed before this error); exit code 5."""
+
+    exit_code = BAD_INPUT
+
+
+def _refuse_bad_lines(file: Path, bad: list[BadLine], total: int, check: bool,
+                      as_json: bool) -> None:
+    """List the bad lines (up to SHOWN_BAD_LINES, then how many more) and end with exit 5:
+    on stderr, or as one JSON object on stdout with --json."""
+    shown, more = bad[:SHOWN_BAD_LINES], len(bad) - SHOWN_BAD_LINES
+    if as_json:
+        emit_json({"ok": False, "lines": total, "bad_count": len(bad), "enqueued": 0,
+                   "bad_lines": [{"line": b.number, "reason": b.reason} for b in shown]})
+    else:
+        for b in shown:
+            click.echo(str(b), err=True)
+        if more > 0:
+            click.echo(f"... and {more} more bad line(s)", err=True)
+    fix = "fix them and run `mnemo ingest` again" if not check else "fix them first"
+    raise BadInput(f"{len(bad)} bad line(s) in {file} (listed above): {fix}; nothing "
+                   "was enqueued")
+
+
+def _read(file: Path, default_tenant: str, max_turn_chars: int, check: bool,
+          as_json: bool) -> list[CheckedTurn]:
+    """Every line of ``file`` checked; the turns, or BadInput after listing the bad lines."""
+    lines = file.read_bytes().splitlines()
+    turns, bad = check_turn_lines(lines, default_tenant=default_tenant,
+                                  max_turn_chars=max_turn_chars)
+    if bad:
+        _refuse_bad_lines(file, bad, len(lines), check, as_json)
+    return turns
 
 
 def _tenants_ready(obj: Ctx, tenants: list[str], create: bool,
@@ -43,32 +81,33 @@ def _tenants_ready(obj: Ctx, tenants: list[str], create: bool,
               help="Tenant of lines that name none (default: MNEMO_TENANT).")
 @click.option("--create-tenant", is_flag=True,
               help="Create the file's tenants first when they do not exist.")
+@click.option("--check", is_flag=True,
+              help="Only check every line of the file and list the bad ones; enqueue nothing.")
 @json_option
 @click.pass_obj
 @handle_errors
-def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
+def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool, check: bool,
            as_json: bool) -> None:
     """Enqueue a file of turns for the workers, one JSON object per line.
 
     Each line has session_id, turn_uid, speaker, text, occurred_at (ISO-8601 with a zone)
-    and optionally index and tenant. Every line is checked first: a bad line is reported
-    with its number and nothing is enqueued. Run `mnemo up` (or `mnemo worker`) to process
-    the turns. Ingesting the same file twice records and queues nothing twice: lines
-    already recorded or already queued are skipped and counted. A turn_uid already
-    recorded with different content is refused (nothing is enqueued).
+    and optionally index and tenant. Every line is checked first: when any is bad, each
+    bad line is listed with its number and reason (the first 50, then how many more),
+    nothing is enqueued and the exit code is 5. --check does only that check (it reads the
+    file, not memory: tenants and recorded turns are checked when ingesting). Run `mnemo up`
+    (or `mnemo worker`) to process the turns. Ingesting the same file twice records and
+    queues nothing twice: lines already recorded or already queued are skipped and counted.
+    A turn_uid already recorded with different content is refused (nothing is enqueued).
 
     Example:
 
         mnemo ingest chats.jsonl --tenant acme --create-tenant
     """
-    default_tenant = tenant or obj.settings.default_tenant
-    try:
-        with file.open(encoding="utf-8") as f:
-            turns = parse_turn_lines(f, default_tenant=default_tenant,
-                                     max_turn_chars=obj.settings.max_turn_chars)
-    except UnicodeDecodeError as e:
-        raise InvalidInputError(f"{file} is not UTF-8 text (byte {e.start}): save it as "
-                                "UTF-8") from None
+    turns = _read(file, tenant or obj.settings.default_tenant, obj.settings.max_turn_chars,
+                  check, as_json)
+    if check:
+        _report_check(file, turns, as_json)
+        return
     tenants = sorted({t.tenant for t in turns})
     created, recorded = _tenants_ready(obj, tenants, create_tenant, turns)
     fresh = [checked_message(t) for t, done in zip(turns, recorded, strict=True) if not done]
@@ -86,3 +125,13 @@ def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
                + (f"; created {', '.join(created)}" if created else "")
                + f"; skipped {counts['already_recorded']} already recorded, "
                f"{counts['already_queued']} already queued")
+
+
+def _report_check(file: Path, turns: list[CheckedTurn], as_json: bool) -> None:
+    tenants = sorted({t.tenant for t in turns})
+    if as_json:
+        emit_json({"ok": True, "turns": len(turns), "tenants": tenants, "bad_count": 0,
+                   "bad_lines": [], "enqueued": 0})
+    else:
+        click.echo(f"{file}: {len(turns)} turn(s) for tenant(s) "
+                   f"{', '.join(tenants) or '-'}, every line valid; nothing enqueued (--check)")

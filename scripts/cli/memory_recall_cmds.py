@@ -8,6 +8,7 @@ from memory_core.db import open_state
 from memory_core.model.turns import recollect_turn
 from memory_core.recall.inspect import explain_item
 from scripts.cli.app import Ctx, chat_view, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import show_time
 
 
 @click.command("explain")
@@ -71,9 +72,9 @@ def recollect(obj: Ctx, turn_uid: str, tenant: str | None, context: int, as_json
     if as_json:
         emit_json({"turn_uid": found.turn.turn_uid, "session_id": found.turn.session_id,
                    "turns": [{"turn_uid": r.turn_uid, "index": r.index, "speaker": r.speaker,
-                              "occurred_at": r.occurred_at.isoformat(), "text": r.text,
+                              "occurred_at": r.occurred_at, "text": r.text,
                               "target": r.turn_uid == turn_uid} for r in rows]})
         return
     emit_table(["", "turn", "time", "speaker", "text"], [
-        [">" if r.turn_uid == turn_uid else "", r.turn_uid, r.occurred_at.isoformat()[:19],
+        [">" if r.turn_uid == turn_uid else "", r.turn_uid, show_time(r.occurred_at),
          r.speaker, r.text] for r in rows])

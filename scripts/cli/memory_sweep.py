@@ -14,6 +14,7 @@ from memory_core.maintenance.sweep import Expired, sweep
 from memory_core.model.tenants import require_tenant
 from memory_core.vectors import VectorIndex
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import show_time
 
 
 @click.command("sweep")
@@ -69,7 +70,7 @@ def _show(items: list[Expired], deleted: dict[str, int], dry_run: bool, as_json:
         return
     if items:
         emit_table(["tenant", "kind", "id", "uid", "expires_at"],
-                   [[i.tenant, i.kind, i.id, i.uid, i.expires_at] for i in items])
+                   [[i.tenant, i.kind, i.id, i.uid, show_time(i.expires_at)] for i in items])
         click.echo("")
     summary = ", ".join(f"{n} {k}(s)" for k, n in sorted(kinds.items())) or "nothing"
     if dry_run:

@@ -8,6 +8,7 @@ from memory_core.db import open_ops, open_state
 from memory_core.mirrors.outbox import configured_mirrors
 from memory_core.mirrors.status import mirror_status
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import show_time
 
 
 @click.group()
@@ -60,4 +61,4 @@ def status(obj: Ctx, as_json: bool) -> None:
         return
     emit_table(["mirror", "target", "lag (changes)", "lag (age)", "shipped at", "last error"],
                [[r.sink, r.target or "-", r.lag_changes, _age(r.lag_seconds),
-                 r.shipped_at or "-", r.last_error or "-"] for r in rows])
+                 show_time(r.shipped_at) or "-", r.last_error or "-"] for r in rows])

@@ -12,6 +12,7 @@ import click
 from memory_core.brokers import make_broker
 from memory_core.jobs import QUEUES
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
+from scripts.cli.dates import show_time
 
 queue_option = click.option("--queue", "queue_name", metavar="NAME",
                             help="Only this queue (default: all).")
@@ -123,7 +124,7 @@ def dead(obj: Ctx, queue_name: str | None, limit: int, as_json: bool) -> None:
         return
     emit_table(["queue", "message id", "actor", "retries", "dead at", "error"],
                [[d.queue, d.message_id, d.actor, d.retries,
-                 d.dead_at.isoformat(timespec="seconds") if d.dead_at else "-",
+                 show_time(d.dead_at) or "-",
                  _error(d.last_error, d.reason)] for d in letters])
 
 

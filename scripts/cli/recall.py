@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from memory_core import Budget, Memory
@@ -9,6 +11,7 @@ from memory_core.recall.explain import last_log
 from memory_core.recall.inspect import texts_of
 from memory_core.recall.result import RecallResult
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import date_option, show_day
 
 _TEXT_WIDTH = 70
 
@@ -17,7 +20,7 @@ _TEXT_WIDTH = 70
 @click.argument("query")
 @click.option("--tenant", "-t", default=None, help="Tenant (default: MNEMO_TENANT).")
 @click.option("--session", "session_id", default=None, help="Favour this chat session.")
-@click.option("--as-of", default=None, help="World time, ISO-8601 with a zone (…Z).")
+@date_option("--as-of", help="Recall what was valid at this world time")
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), default=None,
               help="Evidence items to return (default: MNEMO_RECALL_MAX_ITEMS).")
 @click.option("--facts", "fact_budget", type=click.IntRange(0, 100), default=None,
@@ -30,7 +33,7 @@ _TEXT_WIDTH = 70
 @click.pass_obj
 @handle_errors
 def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
-           as_of: str | None, limit: int | None, fact_budget: int | None,
+           as_of: datetime | None, limit: int | None, fact_budget: int | None,
            strategy: str | None, explain: bool, as_json: bool) -> None:
     """Recall memory for QUERY: facts, then evidence, with handles, scores and turn pointers.
 
@@ -83,13 +86,13 @@ def _tables(result: RecallResult) -> None:
     if not result.facts and not result.items:
         click.echo("nothing recalled")
         return
-    when = f"valid at {result.as_of[:10]}" if result.as_of else "currently valid"
+    when = f"valid at {show_day(result.as_of)}" if result.as_of else "currently valid"
     click.echo(f"Facts ({when}):")
     if result.facts:
         emit_table(["#", "subject", "predicate", "object", "since", "until", "conf", "source",
                     "turns", "before", "id"], [
-            [f.label, f.subject, f.predicate, _short(f.object, 40), (f.valid_from or "")[:10],
-             (f.valid_to or "")[:10], f"{f.confidence:.2f}", f.source,
+            [f.label, f.subject, f.predicate, _short(f.object, 40), show_day(f.valid_from),
+             show_day(f.valid_to), f"{f.confidence:.2f}", f.source,
              ",".join(f.turn_uids[:3]), _short(", ".join(f.superseded), 30), f.fact_id]
             for f in result.facts])
     else:
@@ -98,7 +101,7 @@ def _tables(result: RecallResult) -> None:
     if result.items:
         emit_table(["#", "id", "kind", "score", "date", "turns", "text"], [
             [item.label, item.item_id, item.kind, f"{item.score:.3f}",
-             (item.occurred_at or "")[:10], ",".join(item.turn_uids[:3]),
+             show_day(item.occurred_at), ",".join(item.turn_uids[:3]),
              _short(item.text)] for item in result.items])
     else:
         click.echo("(none)")

@@ -61,8 +61,8 @@ def _overview(conn: Any, now: datetime) -> list[dict[str, Any]]:
 @click.pass_obj
 @handle_errors
 def list_(obj: Ctx, as_json: bool) -> None:
-    """List the schedules: cadence, next three fire times, last window and its outcome,
-    duration, and windows missed over the last seven days.
+    """List the schedules: cadence, next fire time (the next three with --json), last window
+    and its outcome, duration, and windows missed over the last seven days.
 
     Example:
 
@@ -73,9 +73,9 @@ def list_(obj: Ctx, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    emit_table(["schedule", "cadence", "next fire times", "last window", "outcome",
+    emit_table(["schedule", "cadence", "next fire", "last window", "outcome",
                 "duration", "misses"],
-               [(r["id"], r["cadence"], " ".join(t[5:16] for t in r["next"]),
+               [(r["id"], r["cadence"], r["next"][0] if r["next"] else "-",
                  r["last_window"] or "-", r["outcome"] or "-", _ms(r["duration_ms"]),
                  r["misses_7d"]) for r in rows])
 

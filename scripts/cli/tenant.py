@@ -21,9 +21,10 @@ def tenant() -> None:
 
 @tenant.command("add")
 @click.argument("name")
+@json_option
 @click.pass_obj
 @handle_errors
-def add(obj: Ctx, name: str) -> None:
+def add(obj: Ctx, name: str, as_json: bool) -> None:
     """Create tenant NAME (idempotent).
 
     Example:
@@ -34,7 +35,10 @@ def add(obj: Ctx, name: str) -> None:
     db = open_state(obj.settings, migrate=False)
     created = create_tenant(db.conn, name)
     db.close()
-    click.echo(f"tenant {name} {'created' if created else 'already exists'}")
+    if as_json:
+        emit_json({"tenant": name, "created": created})
+    else:
+        click.echo(f"tenant {name} {'created' if created else 'already exists'}")
 
 
 @tenant.command("list")

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
 
+from memory_core.clock import utcnow
 from schedules.bootstrap import run_scheduler, start_memory_worker
 from scripts.cli.app import Ctx, handle_errors, progress
+from scripts.cli.dates import show_time
 from workers.entry import DEFAULT_GRACE_S, stop_on_signals
 from workers.pool import run_pool
 
@@ -17,28 +24,71 @@ processes_option = click.option(
 threads_option = click.option(
     "--threads", type=click.IntRange(1, 256), default=None,
     help="Threads per process (default: MNEMO_WORKER_THREADS, 4).")
+lines_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Machine-readable start and stop: one JSON object per line on stdout "
+    "(event started / stopped, with outcome).")
 grace_option = click.option(
     "--grace", type=click.FloatRange(0, 3600), default=DEFAULT_GRACE_S, show_default=True,
     help="Seconds a stopping worker lets in-flight messages finish before returning them.")
 
 
-def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float, *,
-         beside: Callable[[], Callable[[], None]] | None = None) -> None:
+class Lines:
+    """``--json`` on a long-running command: one JSON object per line on stdout, a
+    ``started`` line once it runs and a ``stopped`` line when it ends (``outcome`` "ok", or
+    "error" with the error, which also ends the command as usual). Without --json, the
+    human banner on stderr instead."""
+
+    def __init__(self, as_json: bool, command: str, **facts: Any) -> None:
+        self.as_json = as_json
+        self.facts = {"command": command, "pid": os.getpid(), **facts}
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"event": event, "at": show_time(utcnow()), **self.facts,
+                                   **fields}, sort_keys=True))
+            sys.stdout.flush()
+
+    @contextmanager
+    def stopping(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as e:
+            self.emit("stopped", outcome="error", error=str(e) or type(e).__name__)
+            raise
+        self.emit("stopped", outcome="ok")
+
+
+def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float, as_json: bool,
+         command: str, *, beside: Callable[[], Callable[[], None]] | None = None) -> None:
     settings = obj.settings
     processes = processes or settings.worker_processes
     threads = threads or settings.worker_threads
-    progress(f"mnemo: {processes} worker process(es) x {threads} thread(s) on the "
-             f"{settings.broker_kind} broker; SIGTERM or Ctrl-C stops them cleanly")
-    run_pool(settings, processes=processes, threads=threads, grace_s=grace, beside=beside)
+    lines = Lines(as_json, command, processes=processes, threads=threads,
+                  broker=settings.broker_kind)
+    if not as_json:
+        progress(f"mnemo: {processes} worker process(es) x {threads} thread(s) on the "
+                 f"{settings.broker_kind} broker; SIGTERM or Ctrl-C stops them cleanly")
+
+    def started() -> Callable[[], None]:  # once the pool runs (and, for `up`, the scheduler)
+        stop = beside() if beside is not None else (lambda: None)
+        lines.emit("started")
+        return stop
+
+    with lines.stopping():
+        run_pool(settings, processes=processes, threads=threads, grace_s=grace,
+                 beside=started)
 
 
 @click.command()
 @processes_option
 @threads_option
 @grace_option
+@lines_option
 @click.pass_obj
 @handle_errors
-def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
+def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float,
+           as_json: bool) -> None:
     """Run the worker pool: N processes x M threads consuming every queue.
 
     Migrates both databases first (as `mnemo db migrate`) and refuses to start (exit 1)
@@ -54,16 +104,18 @@ def worker(obj: Ctx, processes: int | None, threads: int | None, grace: float) -
 
         mnemo worker --processes 2 --threads 4
     """
-    _run(obj, processes, threads, grace)
+    _run(obj, processes, threads, grace, as_json, "worker")
 
 
 @click.command()
 @processes_option
 @threads_option
 @grace_option
+@lines_option
 @click.pass_obj
 @handle_errors
-def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> None:
+def up(obj: Ctx, processes: int | None, threads: int | None, grace: float,
+       as_json: bool) -> None:
     """Run everything a single machine needs: the worker pool and the scheduler (the eight
     maintenance schedules) on the configured broker, embedded by default. Migrates both
     databases first (as `mnemo db migrate`) and, like `mnemo worker`, refuses to start
@@ -79,13 +131,14 @@ def up(obj: Ctx, processes: int | None, threads: int | None, grace: float) -> No
     def start_scheduler() -> Callable[[], None]:
         return start_memory_worker(obj.settings).stop  # once the pool has started
 
-    _run(obj, processes, threads, grace, beside=start_scheduler)
+    _run(obj, processes, threads, grace, as_json, "up", beside=start_scheduler)
 
 
 @click.command()
+@lines_option
 @click.pass_obj
 @handle_errors
-def scheduler(obj: Ctx) -> None:
+def scheduler(obj: Ctx, as_json: bool) -> None:
     """Run the scheduler only: the eight maintenance schedules, each firing only enqueues.
 
     Any number may run (on any host, with Redis): one holds the leader lease
@@ -99,6 +152,9 @@ def scheduler(obj: Ctx) -> None:
         mnemo scheduler
     """
     settings = obj.settings
-    progress(f"mnemo: scheduler on the {settings.broker_kind} broker (lease "
-             f"{settings.scheduler_lease_seconds} s); SIGTERM or Ctrl-C stops it")
-    run_scheduler(settings, stop_on_signals())
+    lines = Lines(as_json, "scheduler", broker=settings.broker_kind)
+    if not as_json:
+        progress(f"mnemo: scheduler on the {settings.broker_kind} broker (lease "
+                 f"{settings.scheduler_lease_seconds} s); SIGTERM or Ctrl-C stops it")
+    with lines.stopping():
+        run_scheduler(settings, stop_on_signals(), on_started=lambda: lines.emit("started"))

@@ -1,0 +1,161 @@
+"""``mnemo beliefs`` and ``mnemo entities``: what memory knows about a tenant, read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+import click
+
+from memory_core.clock import to_db, utcnow
+from memory_core.db import open_state
+from memory_core.db.sqlite import Connection
+from memory_core.model.tenants import require_tenant
+from memory_core.recall.knowledge import (
+    MAX_ROWS,
+    BeliefView,
+    belief_history,
+    list_beliefs,
+    list_entities,
+)
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.dates import date_option, show_day, stored
+
+tenant_option = click.option("--tenant", "-t", default=None,
+                             help="Tenant (default: MNEMO_TENANT).")
+
+
+@contextmanager
+def _reading(obj: Ctx, tenant: str | None) -> Iterator[tuple[Connection, str]]:
+    """A read-only connection to the state database and the tenant, which must exist."""
+    tenant = tenant or obj.settings.default_tenant
+    db = open_state(obj.settings, migrate=False, readonly=True)
+    try:
+        require_tenant(db.conn, tenant)  # the error names `mnemo tenant list`
+        yield db.conn, tenant
+    finally:
+        db.close()
+
+
+def _rows(beliefs: list[BeliefView]) -> list[list[object]]:
+    return [[b.subject, b.predicate, ("not " if b.negated else "") + b.object,
+             show_day(b.valid_from), show_day(b.valid_to) or "-", b.status,
+             f"{b.confidence:.2f}", b.source, b.turn_uid or "-"] for b in beliefs]
+
+
+_HEADERS = ["subject", "predicate", "object", "valid from", "valid to", "status", "conf",
+            "source", "turn"]
+
+
+@click.group()
+def beliefs() -> None:
+    """What memory believes about a tenant: subject, predicate, object, when, from which turn.
+
+    Example:
+
+        mnemo beliefs list --tenant acme --subject Ana
+    """
+
+
+@beliefs.command("list")
+@tenant_option
+@click.option("--subject", "-s", default=None,
+              help="Only this subject: an entity's name or alias, any case.")
+@click.option("--predicate", "-p", default=None, help="Only this predicate (e.g. lives_in).")
+@date_option("--as-of", help="The beliefs valid at this world time instead of now")
+@click.option("--include-superseded", is_flag=True,
+              help="Every status too: superseded, invalidated, expired, pending review "
+              "(with --as-of: those whose validity covers it).")
+@json_option
+@click.pass_obj
+@handle_errors
+def list_(obj: Ctx, tenant: str | None, subject: str | None, predicate: str | None,
+          as_of: datetime | None, include_superseded: bool, as_json: bool) -> None:
+    """The beliefs memory holds for a tenant: by default the currently valid ones.
+
+    Current means what recall treats as true now: active (or in conflict with a more
+    trusted belief), valid now, not expired. With --as-of, the ones valid at that world
+    time as memory knows it now (superseded values included for the time they held).
+    Dates are shown as YYYY-MM-DD (UTC); --json gives full times. Read-only.
+
+    Example:
+
+        mnemo beliefs list --tenant acme --predicate lives_in --as-of 2024-03-01
+    """
+    with _reading(obj, tenant) as (conn, name):
+        found = list_beliefs(conn, name, now=to_db(utcnow()), subject=subject,
+                             predicate=predicate, as_of=stored(as_of),
+                             include_history=include_superseded)
+    if len(found) >= MAX_ROWS:
+        click.echo(f"mnemo: the first {MAX_ROWS} beliefs only: narrow the list with --subject "
+                   "or --predicate", err=True)
+    if as_json:
+        emit_json([b.to_dict() for b in found])
+    elif found:
+        emit_table(_HEADERS, _rows(found))
+    else:
+        click.echo("no beliefs" + (" valid then" if as_of else ""))
+
+
+@beliefs.command("history")
+@tenant_option
+@click.argument("subject")
+@click.argument("predicate")
+@json_option
+@click.pass_obj
+@handle_errors
+def history(obj: Ctx, tenant: str | None, subject: str, predicate: str, as_json: bool) -> None:
+    """The values SUBJECT has had for PREDICATE, oldest first, with validity and turns.
+
+    Every status is listed: the value that held until it was superseded, a value that was
+    invalidated, one kept as a conflict. SUBJECT is an entity's name or alias, any case
+    ("I" or "user" for the person memory is about).
+
+    Example:
+
+        mnemo beliefs history --tenant acme Ana lives_in
+    """
+    with _reading(obj, tenant) as (conn, name):
+        chain = belief_history(conn, name, subject, predicate)
+    if as_json:
+        emit_json([b.to_dict() for b in chain])
+    elif chain:
+        emit_table(_HEADERS, _rows(chain))
+    else:
+        click.echo(f"no {predicate} beliefs about {subject}")
+
+
+@click.group()
+def entities() -> None:
+    """The entities memory knows for a tenant: people, places, things, with aliases.
+
+    Example:
+
+        mnemo entities list --tenant acme
+    """
+
+
+@entities.command("list")
+@tenant_option
+@json_option
+@click.pass_obj
+@handle_errors
+def entities_list(obj: Ctx, tenant: str | None, as_json: bool) -> None:
+    """The entities of a tenant with kind, aliases and belief counts, by name.
+
+    "beliefs" counts the beliefs recall can show that touch the entity (as subject or
+    object); "history" counts every belief about it, superseded ones included. Read-only.
+
+    Example:
+
+        mnemo entities list --tenant acme --json
+    """
+    with _reading(obj, tenant) as (conn, name):
+        found = list_entities(conn, name)
+    if as_json:
+        emit_json([e.to_dict() for e in found])
+        return
+    emit_table(["name", "kind", "aliases", "beliefs", "history", "id"],
+               [[e.name, e.kind, ", ".join(e.aliases) or "-", e.beliefs,
+                 e.beliefs_as_subject, e.entity_id] for e in found])
