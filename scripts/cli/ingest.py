@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import click
@@ -11,11 +12,20 @@ from memory_core.db import open_state
 from memory_core.errors import InvalidInputError, UnknownTenantError
 from memory_core.model.tenants import create_tenant, require_tenant
 from memory_core.model.turns import CheckedTurn, is_recorded
+from memory_core.progress import OnProgress, no_progress
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
+from scripts.cli.progress import progress_for, quiet_option
 
 
-def _tenants_ready(obj: Ctx, tenants: list[str], create: bool,
-                   turns: list[CheckedTurn]) -> tuple[list[str], list[bool]]:
+def _counted(lines: Iterable[str], total: int, on_progress: OnProgress) -> Iterator[str]:
+    """``lines``, reporting each one read as phase ``read``."""
+    for done, line in enumerate(lines, start=1):
+        yield line
+        on_progress("read", done, total)
+
+
+def _tenants_ready(obj: Ctx, tenants: list[str], create: bool, turns: list[CheckedTurn],
+                   on_progress: OnProgress = no_progress) -> tuple[list[str], list[bool]]:
     """Create (with --create-tenant) or require every tenant; the ones created, and for
     each turn whether it is recorded already (a reused turn_uid with other content is
     refused here, before anything is sent)."""
@@ -31,7 +41,10 @@ def _tenants_ready(obj: Ctx, tenants: list[str], create: bool,
                 require_tenant(state.conn, tenant)
             except UnknownTenantError as e:
                 raise UnknownTenantError(f"{e}, or pass --create-tenant") from None
-        recorded = [is_recorded(state.conn, t) for t in turns]
+        recorded = []
+        for t in turns:
+            recorded.append(is_recorded(state.conn, t))
+            on_progress("check", len(recorded), len(turns))
     finally:
         state.close()
     return created, recorded
@@ -44,10 +57,11 @@ def _tenants_ready(obj: Ctx, tenants: list[str], create: bool,
 @click.option("--create-tenant", is_flag=True,
               help="Create the file's tenants first when they do not exist.")
 @json_option
+@quiet_option
 @click.pass_obj
 @handle_errors
 def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
-           as_json: bool) -> None:
+           as_json: bool, quiet: bool) -> None:
     """Enqueue a file of turns for the workers, one JSON object per line.
 
     Each line has session_id, turn_uid, speaker, text, occurred_at (ISO-8601 with a zone)
@@ -55,26 +69,34 @@ def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
     with its number and nothing is enqueued. Run `mnemo up` (or `mnemo worker`) to process
     the turns. Ingesting the same file twice records and queues nothing twice: lines
     already recorded or already queued are skipped and counted. A turn_uid already
-    recorded with different content is refused (nothing is enqueued).
+    recorded with different content is refused (nothing is enqueued). Progress (reading,
+    checking, enqueuing) goes to stderr on a long file; --quiet or --json silence it.
 
     Example:
 
         mnemo ingest chats.jsonl --tenant acme --create-tenant
     """
     default_tenant = tenant or obj.settings.default_tenant
+    bar = progress_for("ingest", as_json=as_json, quiet=quiet)
     try:
         with file.open(encoding="utf-8") as f:
-            turns = parse_turn_lines(f, default_tenant=default_tenant,
+            lines = sum(1 for _ in f)
+            f.seek(0)
+            turns = parse_turn_lines(_counted(f, lines, bar), default_tenant=default_tenant,
                                      max_turn_chars=obj.settings.max_turn_chars)
     except UnicodeDecodeError as e:
         raise InvalidInputError(f"{file} is not UTF-8 text (byte {e.start}): save it as "
                                 "UTF-8") from None
     tenants = sorted({t.tenant for t in turns})
-    created, recorded = _tenants_ready(obj, tenants, create_tenant, turns)
-    fresh = [checked_message(t) for t, done in zip(turns, recorded, strict=True) if not done]
+    created, recorded = _tenants_ready(obj, tenants, create_tenant, turns, bar)
+    fresh = [t for t, done in zip(turns, recorded, strict=True) if not done]
     sender = TurnSender(obj.settings)
+    enqueued = 0
     try:
-        enqueued = sum(sender.offer(message) for message in fresh)
+        with bar:
+            for number, t in enumerate(fresh, start=1):
+                enqueued += sender.offer(checked_message(t))
+                bar("enqueue", number, len(fresh))
     finally:
         sender.close()
     counts = {"enqueued": enqueued, "already_recorded": len(turns) - len(fresh),
