@@ -142,8 +142,11 @@ def _fill(env: JobEnv, tmp: Path, on_progress: OnProgress) -> dict[str, Any]:
 
 
 def _bytes_copied(db: Database, phase: str, on_progress: OnProgress) -> Progress:
-    """SQLite's backup callback (pages left of pages) as ``on_progress`` in bytes."""
-    page = int(db.conn.execute("PRAGMA page_size").fetchone()[0])
+    """SQLite's backup callback (pages left of pages) as ``on_progress`` in bytes; reports
+    the start (0 bytes) at once."""
+    page, pages = (int(db.conn.execute(f"PRAGMA {p}").fetchone()[0])
+                   for p in ("page_size", "page_count"))
+    on_progress(phase, 0, page * pages)
 
     def step(status: int, remaining: int, total: int) -> None:
         on_progress(phase, (total - remaining) * page, total * page)

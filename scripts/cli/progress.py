@@ -61,7 +61,7 @@ class Progress:
         self.enabled = enabled
         self.units = dict(units)
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = _isatty(self.stream) if tty is None else tty
+        self.tty = isatty(self.stream) if tty is None else tty
         self.clock = clock
         self.started = clock()
         self.phase: str | None = None
@@ -82,6 +82,8 @@ class Progress:
         now = self.clock()
         if now - self.started < DELAY_S or self.rate(now) is None:
             return  # an instant command shows nothing; a line shows a rate
+        if not self.tty and 0 < total <= done:
+            return  # the phase's final line says it
         if now - self._last_draw >= (REDRAW_S if self.tty else EVERY_S):
             self._draw(now)
 
@@ -109,8 +111,12 @@ class Progress:
         return (self.done - self._first_done) / elapsed
 
     def _end_phase(self) -> None:
-        if self.phase is not None and self._drawn:
-            self._draw(self.clock(), final=True)
+        """The phase's final line: if it was shown, or if it moved and the command has run
+        long enough to show progress (a quick phase of a long command still says its end)."""
+        now = self.clock()
+        moved = self.done > self._first_done and now - self.started >= DELAY_S
+        if self.phase is not None and (self._drawn or moved):
+            self._draw(now, final=True)
         self.phase, self._drawn, self._last_draw = None, False, float("-inf")
 
     def _draw(self, now: float, final: bool = False) -> None:
@@ -127,15 +133,14 @@ class Progress:
         unit = self.units.get(self.phase or "", "")
         name = f"{self.label} {self.phase}".strip() if self.phase else self.label
         count = human_count(self.done, unit)
-        parts = [name]
         if self.total > 0:
             share = min(1.0, self.done / self.total)
+            count += f"/{human_count(self.total, unit)} ({share:.0%})"
             if self.tty:
                 filled = int(share * BAR_WIDTH)
-                parts.append("[" + "#" * filled + "-" * (BAR_WIDTH - filled) + "]")
-            parts.append(f"{count}/{human_count(self.total, unit)} ({share:.0%})")
-        else:
-            parts.append(count)
+                count = f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {count}"
+        head = f"{name} {count}"
+        parts = [head]
         rate = self.rate(now)
         per_s = "-" if rate is None else human_count(rate, unit)
         if final:
@@ -148,7 +153,8 @@ class Progress:
         return "  ".join(parts)
 
 
-def _isatty(stream: Any) -> bool:
+def isatty(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (False for anything that cannot say)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):

@@ -1,0 +1,210 @@
+"""Progress of long commands: on stderr only, a bar with rate and ETA on a terminal, plain
+lines otherwise, nothing with --json or --quiet, nothing for instant work."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from memory_core.db import open_state
+from memory_core.embedders.hash import HashEmbedder
+from memory_core.settings import Settings
+from memory_core.vectors import VectorIndex
+from scripts.cli import main
+from scripts.cli import progress as progress_mod
+from scripts.cli.progress import Progress
+from tests.conftest import REPO
+from tests.helpers.post_turn import turn
+from tests.helpers.vector_seed import seed
+
+RATE = re.compile(r"\d+(\.\d+)?( \w?B)?/s")
+ETA = re.compile(r"ETA \d+:\d\d")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _run(bar: Progress, clock: Clock, n: int = 20, step_s: float = 0.5) -> None:
+    for i in range(1, n + 1):
+        clock.t += step_s
+        bar("enqueue", i * 100, n * 100)
+    bar.close()
+
+
+def test_plain_lines_every_two_seconds_with_rate_and_eta() -> None:
+    clock, out = Clock(), io.StringIO()
+    _run(Progress("ingest", stream=out, tty=False, clock=clock), clock)
+    lines = out.getvalue().splitlines()
+    # 10 s of work: a line every 2 s once 2 s have passed, then the final line
+    assert lines == ["ingest enqueue 400/2000 (20%)  200/s  ETA 0:08",
+                     "ingest enqueue 800/2000 (40%)  200/s  ETA 0:06",
+                     "ingest enqueue 1200/2000 (60%)  200/s  ETA 0:04",
+                     "ingest enqueue 1600/2000 (80%)  200/s  ETA 0:02",
+                     "ingest enqueue 2000/2000 (100%)  in 0:10, 200/s"]
+
+
+def test_a_bar_on_a_terminal() -> None:
+    clock, out = Clock(), io.StringIO()
+    _run(Progress("ingest", stream=out, tty=True, clock=clock), clock)
+    text = out.getvalue()
+    assert text.count("\r") > 5 and text.endswith("\n")
+    assert "[" + "#" * progress_mod.BAR_WIDTH + "]" in text
+    assert ETA.search(text) and RATE.search(text)
+
+
+def test_instant_work_and_a_disabled_bar_show_nothing() -> None:
+    clock, out = Clock(), io.StringIO()
+    _run(Progress("ingest", stream=out, tty=True, clock=clock), clock, step_s=0.05)  # 1 s
+    assert out.getvalue() == ""
+    _run(Progress("ingest", stream=out, tty=True, clock=clock, enabled=False), clock)
+    assert out.getvalue() == ""
+
+
+def test_bytes_are_shown_scaled() -> None:
+    clock, out = Clock(), io.StringIO()
+    bar = Progress("backup", stream=out, tty=False, clock=clock, units={"copy": "B"})
+    for i in range(1, 11):
+        clock.t += 1
+        bar("copy", i * 4_000_000, 40_000_000)
+    bar.close()
+    assert "4.0 MB/s" in out.getvalue() and "40.0 MB/40.0 MB (100%)" in out.getvalue()
+
+
+# --- the commands, through CliRunner (stderr is not a terminal there) ---------------------
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Show progress from the first measurable step, a line per update."""
+    monkeypatch.setattr(progress_mod, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress_mod, "EVERY_S", 0.0)
+
+
+def _turns_file(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / "turns.jsonl"
+    path.write_text("".join(json.dumps(turn(i)) + "\n" for i in range(n)), encoding="utf-8")
+    return path
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "error"}
+
+
+def _invoke(env: dict[str, str], *args: str) -> Result:
+    result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_ingest_progress_goes_to_stderr_as_plain_lines(tmp_path: Path, fast: None) -> None:
+    env = _env(tmp_path)
+    result = _invoke(env, "ingest", str(_turns_file(tmp_path, 60)), "--create-tenant")
+    lines = result.stderr.splitlines()
+    enqueue = [line for line in lines if line.startswith("ingest enqueue ")]
+    assert len(enqueue) > 10 and all(RATE.search(line) for line in enqueue)
+    assert any(ETA.search(line) for line in enqueue)
+    assert enqueue[-1].startswith("ingest enqueue 60/60 (100%) ")
+    assert any(line.startswith("ingest read ") for line in lines)
+    assert "\r" not in result.stderr  # not a terminal: no bar
+    assert result.stdout.startswith("enqueued 60 turn(s)") and "ETA" not in result.stdout
+
+
+def test_json_and_quiet_silence_progress(tmp_path: Path, fast: None) -> None:
+    env = _env(tmp_path)
+    path = _turns_file(tmp_path, 40)
+    as_json = _invoke(env, "ingest", str(path), "--create-tenant", "--json")
+    assert as_json.stderr == ""
+    assert json.loads(as_json.stdout)["enqueued"] == 40
+    quiet = _invoke(env, "backup", "now", "--quiet")
+    assert quiet.stderr == "" and quiet.stdout.startswith("backup ")
+    loud = _invoke(env, "backup", "now")
+    phases = {line.split(" ")[1] for line in loud.stderr.splitlines()}
+    assert {"memory_state.db", "memory_ops.db", "checksums"} <= phases, loud.stderr
+    assert "B/s" in loud.stderr and "/s" not in loud.stdout
+
+
+def test_nothing_shows_for_a_command_under_two_seconds(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    result = _invoke(env, "ingest", str(_turns_file(tmp_path, 20)), "--create-tenant")
+    assert result.stderr == ""
+
+
+def test_reindex_restore_and_backup_report_progress(tmp_path: Path, fast: None) -> None:
+    env = _env(tmp_path)
+    settings = Settings.from_env(env)
+    db = open_state(settings)
+    old = VectorIndex(HashEmbedder(dim=384))
+    old.ensure(db.conn)
+    seed(db.conn, "t1", 60, 20, old)
+    db.close()
+    result = _invoke({**env, "MNEMO_HASH_DIM": "64"}, "memory", "reindex", "--batch-size", "7")
+    reindex = [line for line in result.stderr.splitlines() if line.startswith("reindex ")]
+    assert any(line.startswith("reindex episodes ") and ETA.search(line) for line in reindex)
+    assert any(line.startswith("reindex episodes 60/60 (100%)  in ") for line in reindex)
+    assert "reindex" not in result.stdout.replace("reindexed", "")
+    quiet = _invoke({**env, "MNEMO_HASH_DIM": "64"}, "memory", "reindex", "--quiet")
+    assert quiet.stderr == ""
+    _invoke(env, "backup", "now", "--quiet")
+    restored = _invoke(env, "restore", "latest", "--to", str(tmp_path / "restored"))
+    assert "restore verify " in restored.stderr and "restore copy " in restored.stderr
+    assert re.search(r"restore copy .*\(100%\)  in ", restored.stderr)
+    assert "restore " not in restored.stdout.replace("restored backup", "")
+
+
+# --- a real terminal --------------------------------------------------------------------
+
+_IN_A_PTY = """
+import sys
+import scripts.cli.progress as p
+p.DELAY_S = 0.0
+from scripts.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_terminal_gets_a_bar_and_stdout_only_the_result(tmp_path: Path) -> None:
+    """stderr is a real pty, stdout a pipe: the bar is drawn on the pty, never on stdout."""
+    env = {**os.environ, **_env(tmp_path)}
+    path = _turns_file(tmp_path, 300)
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _IN_A_PTY, "ingest", str(path), "--create-tenant"],
+        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([controller], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    out, _ = proc.communicate(timeout=60)
+    os.close(controller)
+    assert proc.returncode == 0, seen.decode(errors="replace")[-2000:]
+    screen = seen.decode()
+    assert "\r" in screen and "ingest enqueue [" in screen and "\x1b[K" in screen
+    assert ETA.search(screen) and RATE.search(screen)
+    assert "ingest enqueue [" + "#" * progress_mod.BAR_WIDTH + "] 300/300 (100%)" in screen
+    assert out.decode().startswith("enqueued 300 turn(s)") and "\r" not in out.decode()
