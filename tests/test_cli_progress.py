@@ -6,12 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
-import pty
 import re
-import select
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +22,7 @@ from scripts.cli import progress as progress_mod
 from scripts.cli.progress import Progress
 from tests.conftest import REPO
 from tests.helpers.post_turn import turn
+from tests.helpers.pty_run import run_in_pty
 from tests.helpers.vector_seed import seed
 
 RATE = re.compile(r"\d+(\.\d+)?( \w?B)?/s")
@@ -181,30 +178,11 @@ def test_a_terminal_gets_a_bar_and_stdout_only_the_result(tmp_path: Path) -> Non
     """stderr is a real pty, stdout a pipe: the bar is drawn on the pty, never on stdout."""
     env = {**os.environ, **_env(tmp_path)}
     path = _turns_file(tmp_path, 300)
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen(
+    screen, out, code = run_in_pty(
         [sys.executable, "-c", _IN_A_PTY, "ingest", str(path), "--create-tenant"],
-        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal)
-    os.close(terminal)
-    seen = b""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([controller], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    out, _ = proc.communicate(timeout=60)
-    os.close(controller)
-    assert proc.returncode == 0, seen.decode(errors="replace")[-2000:]
-    screen = seen.decode()
+        cwd=REPO, env=env)
+    assert code == 0, screen[-2000:]
     assert "\r" in screen and "ingest enqueue [" in screen and "\x1b[K" in screen
     assert ETA.search(screen) and RATE.search(screen)
     assert "ingest enqueue [" + "#" * progress_mod.BAR_WIDTH + "] 300/300 (100%)" in screen
-    assert out.decode().startswith("enqueued 300 turn(s)") and "\r" not in out.decode()
+    assert out.startswith("enqueued 300 turn(s)") and "\r" not in out
