@@ -8,13 +8,17 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
+from memory_core.brokers import make_broker
 from memory_core.db import open_state
 from memory_core.embedders.hash import HashEmbedder
+from memory_core.model.turns import TurnInput, record_turn
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
 from scripts.cli import main
@@ -48,11 +52,11 @@ def test_plain_lines_every_two_seconds_with_rate_and_eta() -> None:
     clock, out = Clock(), io.StringIO()
     _run(Progress("ingest", stream=out, tty=False, clock=clock), clock)
     lines = out.getvalue().splitlines()
-    # 10 s of work: a line every 2 s once 2 s have passed, then the final line
-    assert lines == ["ingest enqueue 400/2000 (20%)  200/s  ETA 0:08",
-                     "ingest enqueue 800/2000 (40%)  200/s  ETA 0:06",
-                     "ingest enqueue 1200/2000 (60%)  200/s  ETA 0:04",
-                     "ingest enqueue 1600/2000 (80%)  200/s  ETA 0:02",
+    # 10 s of work: a line every 2 s of the phase, then the final line
+    assert lines == ["ingest enqueue 500/2000 (25%)  200/s  ETA 0:08",
+                     "ingest enqueue 900/2000 (45%)  200/s  ETA 0:06",
+                     "ingest enqueue 1300/2000 (65%)  200/s  ETA 0:04",
+                     "ingest enqueue 1700/2000 (85%)  200/s  ETA 0:02",
                      "ingest enqueue 2000/2000 (100%)  in 0:10, 200/s"]
 
 
@@ -186,3 +190,58 @@ def test_a_terminal_gets_a_bar_and_stdout_only_the_result(tmp_path: Path) -> Non
     assert ETA.search(screen) and RATE.search(screen)
     assert "ingest enqueue [" + "#" * progress_mod.BAR_WIDTH + "] 300/300 (100%)" in screen
     assert out.startswith("enqueued 300 turn(s)") and "\r" not in out
+
+
+# --- ingest --wait ------------------------------------------------------------------------
+
+class Recorder(threading.Thread):
+    """Records the turns of the turns queue as a worker would (the real record_turn), but
+    dead-letters the turn ``refuse``."""
+
+    def __init__(self, settings: Settings, refuse: str) -> None:
+        super().__init__(daemon=True)
+        self.settings, self.refuse = settings, refuse
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        broker = make_broker(self.settings)
+        broker.declare_queue("turns")
+        consumer = broker.consume("turns", prefetch=1, timeout=50)
+        state = open_state(self.settings)
+        try:
+            while not self.stopped.is_set():
+                message = next(consumer)
+                if message is None:
+                    continue
+                payload = message.kwargs["turn"]
+                if payload["turn_uid"] == self.refuse:
+                    consumer.nack(message)
+                    continue
+                record_turn(state.conn, TurnInput.from_dict(payload))
+                consumer.ack(message)
+                time.sleep(0.05)
+        finally:
+            consumer.close()
+            state.close()
+            broker.close()
+
+
+def test_ingest_wait_follows_the_turns_until_recorded(tmp_path: Path, fast: None) -> None:
+    env = _env(tmp_path)
+    path = _turns_file(tmp_path, 30)
+    _invoke(env, "ingest", str(path), "--create-tenant", "--quiet")
+    recorder = Recorder(Settings.from_env(env), refuse="u0007")
+    recorder.start()
+    try:
+        result = CliRunner().invoke(main, ["ingest", str(path), "--wait"], env=env,
+                                    catch_exceptions=False)
+    finally:
+        recorder.stopped.set()
+        recorder.join(timeout=10)
+    assert result.exit_code == 1, result.output
+    assert json.loads(_invoke(env, "ingest", str(path), "--json").stdout)[
+        "already_recorded"] == 29
+    assert result.stdout.splitlines()[-1] == "recorded 29 of 30 turn(s)"
+    assert "1 turn(s) were not recorded" in result.stderr and "'u0007'" in result.stderr
+    waited = [line for line in result.stderr.splitlines() if line.startswith("ingest recorded ")]
+    assert waited and RATE.search(waited[0]) and "29/30" in waited[-1]

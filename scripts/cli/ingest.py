@@ -56,11 +56,13 @@ def _tenants_ready(obj: Ctx, tenants: list[str], create: bool, turns: list[Check
               help="Tenant of lines that name none (default: MNEMO_TENANT).")
 @click.option("--create-tenant", is_flag=True,
               help="Create the file's tenants first when they do not exist.")
+@click.option("--wait", is_flag=True, help="Then wait until the workers recorded every turn "
+              "(progress on stderr; exit 1 if some ended in the dead letters).")
 @json_option
 @quiet_option
 @click.pass_obj
 @handle_errors
-def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
+def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool, wait: bool,
            as_json: bool, quiet: bool) -> None:
     """Enqueue a file of turns for the workers, one JSON object per line.
 
@@ -71,6 +73,8 @@ def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
     already recorded or already queued are skipped and counted. A turn_uid already
     recorded with different content is refused (nothing is enqueued). Progress (reading,
     checking, enqueuing) goes to stderr on a long file; --quiet or --json silence it.
+    With --wait it then follows the turns until the workers recorded them all (Ctrl-C stops
+    waiting; the turns stay queued).
 
     Example:
 
@@ -101,10 +105,23 @@ def ingest(obj: Ctx, file: Path, tenant: str | None, create_tenant: bool,
         sender.close()
     counts = {"enqueued": enqueued, "already_recorded": len(turns) - len(fresh),
               "already_queued": len(fresh) - enqueued}
+    lost = []
+    if wait:
+        from scripts.cli.ingest_wait import wait_recorded
+
+        with bar:
+            lost = wait_recorded(obj.settings, fresh, bar)
+        counts.update(recorded=len(fresh) - len(lost), not_recorded=len(lost))
     if as_json:
         emit_json({**counts, "tenants": tenants, "created_tenants": created})
-        return
-    click.echo(f"enqueued {enqueued} turn(s) for tenant(s) {', '.join(tenants) or '-'}"
-               + (f"; created {', '.join(created)}" if created else "")
-               + f"; skipped {counts['already_recorded']} already recorded, "
-               f"{counts['already_queued']} already queued")
+    else:
+        click.echo(f"enqueued {enqueued} turn(s) for tenant(s) {', '.join(tenants) or '-'}"
+                   + (f"; created {', '.join(created)}" if created else "")
+                   + f"; skipped {counts['already_recorded']} already recorded, "
+                   f"{counts['already_queued']} already queued")
+        if wait:
+            click.echo(f"recorded {counts['recorded']} of {len(fresh)} turn(s)")
+    if lost:
+        raise click.ClickException(
+            f"{len(lost)} turn(s) were not recorded and the turns queue is empty (first: "
+            f"turn_uid {lost[0].turn_uid!r}): see `mnemo queue dead --queue turns`")

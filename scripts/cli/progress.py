@@ -78,6 +78,8 @@ class Progress:
         if phase != self.phase:
             self._end_phase()
             self.phase, self._phase_started, self._first_done = phase, self.clock(), done
+            if not self.tty:  # a plain line only once the phase has run EVERY_S
+                self._last_draw = self._phase_started
         self.done, self.total = done, total
         now = self.clock()
         if now - self.started < DELAY_S or self.rate(now) is None:
