@@ -54,12 +54,13 @@ class Progress:
     Use as a context manager, or call ``close`` at the end.
     """
 
-    def __init__(self, label: str, *, enabled: bool = True, units: Mapping[str, str] = {},
+    def __init__(self, label: str, *, enabled: bool = True,
+                 units: Mapping[str, str] | None = None,
                  stream: TextIO | None = None, tty: bool | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.label = label
         self.enabled = enabled
-        self.units = dict(units)
+        self.units = dict(units or {})
         self.stream = stream if stream is not None else sys.stderr
         self.tty = isatty(self.stream) if tty is None else tty
         self.clock = clock
@@ -90,7 +91,7 @@ class Progress:
             self._draw(now)
 
     def close(self) -> None:
-        """End the current phase: its final line (only if it was shown)."""
+        """End the current phase: its final line (see ``_end_phase``)."""
         if self.enabled:
             self._end_phase()
 
@@ -164,6 +165,6 @@ def isatty(stream: Any) -> bool:
 
 
 def progress_for(label: str, *, as_json: bool = False, quiet: bool = False,
-                 units: Mapping[str, str] = {}) -> Progress:
+                 units: Mapping[str, str] | None = None) -> Progress:
     """The progress of a command with ``--json`` and ``--quiet``: silent with either."""
     return Progress(label, enabled=not (as_json or quiet), units=units)
