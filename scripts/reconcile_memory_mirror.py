@@ -2,8 +2,8 @@
 
 The same code as `mnemo mirror reconcile`: ``--dry-run`` reports dead facts still live in a
 mirror, missing facts and stale versions; without it they are repaired. ``--sink
-postgres|neo4j``, ``--tenant T``, ``--json``. Exit 0 clean, 1 drift, 2 error. Run it (clean)
-before making Postgres the primary store. Example::
+postgres|neo4j``, ``--tenant T``, ``--json``, ``--quiet`` (no progress on stderr). Exit 0
+clean, 1 drift, 2 error. Run it (clean) before making Postgres the primary store. Example::
 
     MNEMO_DATA_DIR=/var/lib/mnemo python scripts/reconcile_memory_mirror.py --dry-run --json
 """

@@ -27,6 +27,7 @@ from typing import Any
 import redis
 import structlog
 from dramatiq import Broker, Message
+from dramatiq.common import q_name
 from dramatiq.errors import DecodeError
 
 from memory_core.brokers.base import send_once
@@ -78,6 +79,14 @@ class Spool:
 
     def size(self) -> int:
         return int(self.db.conn.execute("SELECT count(*) FROM spool").fetchone()[0])
+
+    def sizes(self) -> dict[str, int]:
+        """Spooled messages per queue (a delay queue's under its queue's name)."""
+        out: dict[str, int] = {}
+        for name, count in self.db.conn.execute(
+                "SELECT queue_name, count(*) FROM spool GROUP BY queue_name"):
+            out[q_name(name)] = out.get(q_name(name), 0) + int(count)
+        return out
 
     def oldest(self, limit: int) -> list[tuple[int, bytes]]:
         rows = self.db.conn.execute(

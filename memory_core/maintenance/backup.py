@@ -35,6 +35,7 @@ from memory_core.maintenance.common import tenants
 from memory_core.maintenance.exports import export_tenant
 from memory_core.maintenance.mirror_drift import check_mirrors
 from memory_core.maintenance.pg_dump import DUMP_FILE, dump_postgres
+from memory_core.progress import Counter, OnProgress, no_progress
 from memory_core.settings import Settings
 
 log = structlog.get_logger("mnemo.maintenance")
@@ -46,8 +47,11 @@ _EMBEDDER_KEYS = ("embedder_identity", "embedder_dim", "vector_generation")
 Progress = Callable[[int, int, int], object]
 
 
-def backup(env: JobEnv) -> JobReport:
-    """Back up both databases into a new folder (once per window), then apply retention."""
+def backup(env: JobEnv, on_progress: OnProgress = no_progress) -> JobReport:
+    """Back up both databases into a new folder (once per window), then apply retention.
+
+    ``on_progress(phase, done, total)``: bytes copied per database file (phase: its file
+    name), then tenants exported (``exports``), then bytes checksummed (``checksums``)."""
     root = env.settings.backups_path
     report = JobReport("backup")
     with files.folder_lock(root):
@@ -58,7 +62,7 @@ def backup(env: JobEnv) -> JobReport:
             report.counts.update(existing=1, backup=info.name)
             return report
         files.clean_leftovers(root)
-        info = _make(env, root)
+        info = _make(env, root, on_progress)
         record_manifest(env.ops, info)
         deleted = apply_retention(env.ops, root, env.settings.backup_keep)
     report.counts.update(_summary(info), existing=0, deleted=deleted)
@@ -77,13 +81,13 @@ def _summary(info: files.BackupInfo) -> dict[str, int | str]:
             "postgres_dump": info.manifest["postgres"]["status"], **totals}
 
 
-def _make(env: JobEnv, root: Path) -> files.BackupInfo:
+def _make(env: JobEnv, root: Path, on_progress: OnProgress) -> files.BackupInfo:
     name = files.backup_name(env.now, env.window)
     tmp = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         began = time.monotonic()
-        manifest = _fill(env, tmp)
+        manifest = _fill(env, tmp, on_progress)
         manifest.update(name=name, duration_ms=int((time.monotonic() - began) * 1000))
         files.write_manifest(tmp, manifest)
         for folder in sorted({p.parent for p in tmp.rglob("*")}, reverse=True):
@@ -105,23 +109,32 @@ def _make(env: JobEnv, root: Path) -> files.BackupInfo:
     return files.BackupInfo(name, final, manifest)
 
 
-def _fill(env: JobEnv, tmp: Path) -> dict[str, Any]:
+def _fill(env: JobEnv, tmp: Path, on_progress: OnProgress) -> dict[str, Any]:
     """Write every file of the backup into ``tmp``; the manifest (without its name)."""
     databases: dict[str, Any] = {}
-    with snapshot(env.state, tmp / files.DB_FILES["state"]) as state, \
-            snapshot(env.ops, tmp / files.DB_FILES["ops"]) as ops:
+    with snapshot(env.state, tmp / files.DB_FILES["state"],
+                  progress=_bytes_copied(env.state, files.DB_FILES["state"], on_progress)
+                  ) as state, \
+            snapshot(env.ops, tmp / files.DB_FILES["ops"],
+                     progress=_bytes_copied(env.ops, files.DB_FILES["ops"], on_progress)
+                     ) as ops:
         forget_processes(ops)
         for kind, conn in (("state", state), ("ops", ops)):
             databases[kind] = {"file": files.DB_FILES[kind],
                                "schema_version": files.schema_version(conn),
                                "tables": files.table_counts(conn)}
         databases["state"]["embedder"] = _embedder(state)
-        exports = {tenant: export_tenant(state, ops, tenant, tmp / "exports" / tenant)
-                   for tenant in tenants(state)}
+        names = list(tenants(state))
+        exports = {}
+        for tenant in names:
+            exports[tenant] = export_tenant(state, ops, tenant, tmp / "exports" / tenant)
+            on_progress("exports", len(exports), len(names))
     postgres = _postgres(env.settings, tmp)
     listed = {}
-    for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
-        sha, size = files.sha256_file(path, sync=True)
+    paths = sorted(p for p in tmp.rglob("*") if p.is_file())
+    read = Counter(on_progress, "checksums", sum(p.stat().st_size for p in paths))
+    for path in paths:
+        sha, size = files.sha256_file(path, sync=True, on_bytes=read)
         listed[path.relative_to(tmp).as_posix()] = {"sha256": sha, "bytes": size}
     return {"format": files.MANIFEST_FORMAT, "window": env.window,
             "created_at": to_db(env.now), "mnemo_version": _version(),
@@ -136,6 +149,19 @@ def forget_processes(copy: Connection) -> None:
     MNEMO_HEARTBEAT_KEEP_S (an hour)."""
     with atomic(copy):
         copy.execute("DELETE FROM heartbeats")
+
+
+def _bytes_copied(db: Database, phase: str, on_progress: OnProgress) -> Progress:
+    """SQLite's backup callback (pages left of pages) as ``on_progress`` in bytes; reports
+    the start (0 bytes) at once."""
+    page, pages = (int(db.conn.execute(f"PRAGMA {p}").fetchone()[0])
+                   for p in ("page_size", "page_count"))
+    on_progress(phase, 0, page * pages)
+
+    def step(status: int, remaining: int, total: int) -> None:
+        on_progress(phase, (total - remaining) * page, total * page)
+
+    return step
 
 
 @contextlib.contextmanager

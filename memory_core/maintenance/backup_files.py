@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -120,14 +120,18 @@ def clean_leftovers(root: Path) -> int:
     return removed
 
 
-def sha256_file(path: Path, *, sync: bool = False) -> tuple[str, int]:
-    """The file's sha256 and size, read in chunks; ``sync`` also flushes it to disk."""
+def sha256_file(path: Path, *, sync: bool = False,
+                on_bytes: Callable[[int], object] | None = None) -> tuple[str, int]:
+    """The file's sha256 and size, read in chunks; ``sync`` also flushes it to disk.
+    ``on_bytes(n)`` after each chunk of ``n`` bytes read."""
     digest = hashlib.sha256()
     size = 0
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
             size += len(chunk)
+            if on_bytes is not None:
+                on_bytes(len(chunk))
         if sync:
             os.fsync(f.fileno())
     return digest.hexdigest(), size

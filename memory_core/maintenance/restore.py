@@ -14,12 +14,14 @@ import contextlib
 import hashlib
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memory_core.db.migrations import latest_version
 from memory_core.maintenance import backup_files as files
+from memory_core.progress import Counter, OnProgress, no_progress
 
 _CHUNK = 1 << 20
 
@@ -39,8 +41,10 @@ class RestoreResult:
                 "files": self.files, "target_was_empty": self.target_was_empty}
 
 
-def copy_file(src: Path, dest: Path) -> tuple[str, int]:
-    """Copy ``src`` to ``dest`` via a temporary name, synced; the sha256 and size written."""
+def copy_file(src: Path, dest: Path,
+              on_bytes: Callable[[int], object] | None = None) -> tuple[str, int]:
+    """Copy ``src`` to ``dest`` via a temporary name, synced; the sha256 and size written.
+    ``on_bytes(n)`` after each chunk of ``n`` bytes written."""
     tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.restore")
     digest = hashlib.sha256()
     size = 0
@@ -50,6 +54,8 @@ def copy_file(src: Path, dest: Path) -> tuple[str, int]:
                 digest.update(chunk)
                 fout.write(chunk)
                 size += len(chunk)
+                if on_bytes is not None:
+                    on_bytes(len(chunk))
             fout.flush()
             os.fsync(fout.fileno())
         for suffix in ("-wal", "-shm", "-journal"):
@@ -64,17 +70,21 @@ def copy_file(src: Path, dest: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def verify(info: files.BackupInfo, names: list[str]) -> list[str]:
-    """Files among ``names`` that are missing or differ from the manifest (empty: all good)."""
+def verify(info: files.BackupInfo, names: list[str],
+           on_progress: OnProgress = no_progress) -> list[str]:
+    """Files among ``names`` that are missing or differ from the manifest (empty: all good).
+    ``on_progress("verify", bytes read, bytes listed)``."""
     problems = []
     listed = info.manifest.get("files", {})
+    read = Counter(on_progress, "verify",
+                   sum(int(listed[n]["bytes"]) for n in names if n in listed))
     for name in names:
         path = info.path / name
         if name not in listed:
             problems.append(f"{name}: not in the manifest")
         elif not path.is_file():
             problems.append(f"{name}: missing")
-        elif files.sha256_file(path)[0] != listed[name]["sha256"]:
+        elif files.sha256_file(path, on_bytes=read)[0] != listed[name]["sha256"]:
             problems.append(f"{name}: sha256 differs from the manifest")
     return problems
 
@@ -89,8 +99,11 @@ def _check_versions(info: files.BackupInfo) -> None:
 
 
 def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
-            dry_run: bool = False) -> RestoreResult:
+            dry_run: bool = False, on_progress: OnProgress = no_progress) -> RestoreResult:
     """Restore the backup's two databases into ``target``.
+
+    ``on_progress(phase, done, total)``: bytes verified (``verify``), then bytes copied
+    (``copy``).
 
     Raises BackupCorruptError when a file does not match the manifest (nothing written),
     RestoreRefusedError when ``target`` is not empty and ``overwrite`` is not set.
@@ -101,7 +114,7 @@ def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
                                         "folder")
     names = [db["file"] for db in info.manifest["databases"].values()]
     with files.folder_lock(info.path.parent, shared=True):  # retention waits for us
-        problems = verify(info, names)
+        problems = verify(info, names, on_progress)
         if problems:
             raise files.BackupCorruptError(
                 f"backup {info.name} does not match its manifest ({'; '.join(problems)}): "
@@ -121,8 +134,9 @@ def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
         if dry_run:
             return result
         target.mkdir(parents=True, exist_ok=True)
+        written = Counter(on_progress, "copy", sum(int(listed[n]["bytes"]) for n in names))
         for name in names:
-            sha, _ = copy_file(info.path / name, target / name)
+            sha, _ = copy_file(info.path / name, target / name, written)
             if sha != listed[name]["sha256"]:
                 raise files.BackupCorruptError(
                     f"the copy of {name} into {target} does not match the manifest (a read "

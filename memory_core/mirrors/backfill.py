@@ -18,11 +18,10 @@ from memory_core.db.sqlite import Connection
 from memory_core.mirrors.outbox import cursor_of, move_cursor
 from memory_core.mirrors.records import read_records
 from memory_core.mirrors.sink import KEY_FIELD, MirrorSink, order_records
+from memory_core.progress import Counter, OnProgress, no_progress
 
 PAGE = 500
 _TABLES = {"entity": "entities", "belief": "beliefs"}
-
-Progress = Callable[[str], object]
 
 
 @dataclass
@@ -51,25 +50,33 @@ def _keys(state: Connection, tenant: str, kind: str) -> Iterator[list[str]]:
         after = keys[-1]
 
 
+def _count(state: Connection, sink: MirrorSink, tenants: Sequence[str]) -> int:
+    """The entities and beliefs of ``tenants`` that a sync ships to ``sink``."""
+    return sum(int(state.execute(f"SELECT count(*) FROM {_TABLES[kind]} WHERE tenant = ?",
+                                 (tenant,)).fetchone()[0])
+               for kind in _TABLES if kind in sink.kinds for tenant in tenants)
+
+
 def sync_tenant(state: Connection, sink: MirrorSink, tenant: str,
-                progress: Progress | None = None) -> dict[str, int]:
+                shipped: Callable[[int], object] | None = None) -> dict[str, int]:
+    """Ship every entity and belief of ``tenant``; ``shipped(n)`` after each page of n."""
     counts = {"entities": 0, "beliefs": 0}
     for kind, label in (("entity", "entities"), ("belief", "beliefs")):
         if kind not in sink.kinds:
             continue
-        total = state.execute(f"SELECT count(*) FROM {_TABLES[kind]} WHERE tenant = ?",
-                              (tenant,)).fetchone()[0]
         for keys in _keys(state, tenant, kind):
             sink.apply(order_records(read_records(state, ((tenant, kind, k) for k in keys))))
             counts[label] += len(keys)
-            if progress is not None:
-                progress(f"{sink.name} {tenant}: {label} {counts[label]}/{total}")
+            if shipped is not None:
+                shipped(len(keys))
     return counts
 
 
 def sync(state: Connection, ops: Connection, sink: MirrorSink,
-         tenants: Sequence[str] | None = None, progress: Progress | None = None) -> SyncReport:
-    """Backfill ``tenants`` (default: all; then the cursor moves to the head read first)."""
+         tenants: Sequence[str] | None = None,
+         on_progress: OnProgress = no_progress) -> SyncReport:
+    """Backfill ``tenants`` (default: all; then the cursor moves to the head read first).
+    ``on_progress("records", shipped, to ship)`` after each page."""
     began = time.monotonic()
     head = int(state.execute("SELECT coalesce(max(id), 0) FROM outbox").fetchone()[0])
     everyone = tenants is None
@@ -77,8 +84,9 @@ def sync(state: Connection, ops: Connection, sink: MirrorSink,
              if tenants is None else list(tenants))
     sink.open()
     report = SyncReport(sink.name)
+    shipped = Counter(on_progress, "records", _count(state, sink, names))
     for tenant in names:
-        report.per_tenant[tenant] = sync_tenant(state, sink, tenant, progress)
+        report.per_tenant[tenant] = sync_tenant(state, sink, tenant, shipped)
     if everyone:
         move_cursor(ops, sink.name, head)
         report.cursor = cursor_of(ops, sink.name)

@@ -27,11 +27,10 @@ from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.mirrors.records import read_records
 from memory_core.mirrors.sink import FIELDS, Record, is_live, order_records
+from memory_core.progress import Counter, OnProgress, no_progress
 
 PAGE = 500  # beliefs read, and records applied, at once
 FACT_FIELDS = FIELDS["belief"]
-
-Progress = Callable[[str], object]
 
 
 class MirrorReader(Protocol):
@@ -130,14 +129,18 @@ def _source_pages(state: Connection, tenant: str) -> Iterator[list[Record]]:
         after = uids[-1]
 
 
-def compare_tenant(state: Connection, reader: MirrorReader, tenant: str) -> TenantDrift:
-    """What ``reader`` holds for ``tenant`` against the state db (reads only)."""
+def compare_tenant(state: Connection, reader: MirrorReader, tenant: str,
+                   compared: Callable[[int], object] | None = None) -> TenantDrift:
+    """What ``reader`` holds for ``tenant`` against the state db (reads only);
+    ``compared(n)`` after each page of ``n`` of its beliefs."""
     held: dict[str, tuple[str, bool]] = {}
     for page in reader.held_beliefs(tenant):
         for row in page:
             held[str(row["belief_uid"])] = (fact_version(row), is_live(row))
     out = TenantDrift(tenant, held=len(held))
     for records in _source_pages(state, tenant):
+        if compared is not None:
+            compared(len(records))
         for r in records:
             if r.row is None:
                 continue
@@ -165,9 +168,10 @@ def _repair(state: Connection, reader: MirrorReader, d: TenantDrift) -> int:
 
 
 def reconcile(state: Connection, reader: MirrorReader, tenants: Sequence[str] | None = None, *,
-              dry_run: bool = True, progress: Progress | None = None) -> DriftReport:
+              dry_run: bool = True, on_progress: OnProgress = no_progress) -> DriftReport:
     """Compare (and unless ``dry_run``, repair) ``tenants`` — by default every tenant of the
-    state db or the mirror. Raises the sink's MirrorUnavailable / MirrorError."""
+    state db or the mirror. Raises the sink's MirrorUnavailable / MirrorError.
+    ``on_progress("beliefs", compared, beliefs of the tenants)`` after each page."""
     began = time.monotonic()
     report = DriftReport(reader.name, dry_run)
     if tenants is None:
@@ -175,17 +179,20 @@ def reconcile(state: Connection, reader: MirrorReader, tenants: Sequence[str] | 
         tenants = sorted(known | reader.held_tenants())
     if not dry_run:
         reader.open()
+    compared = Counter(on_progress, "beliefs", _belief_count(state, tenants))
     for tenant in tenants:
-        d = compare_tenant(state, reader, tenant)
+        d = compare_tenant(state, reader, tenant, compared)
         report.tenants.append(d)
-        if progress is not None:
-            progress(f"{reader.name} {tenant}: {d.expected} expected, {d.held} held, "
-                     f"{len(d.dead)} dead, {len(d.missing)} missing, {len(d.stale)} stale")
         if d.drift and not dry_run:
             report.repaired += _repair(state, reader, d)
             d.left = compare_tenant(state, reader, tenant).drift
     report.duration_ms = int((time.monotonic() - began) * 1000)
     return report
+
+
+def _belief_count(state: Connection, tenants: Sequence[str]) -> int:
+    return sum(int(state.execute("SELECT count(*) FROM beliefs WHERE tenant = ?",
+                                 (t,)).fetchone()[0]) for t in tenants)
 
 
 def record_drift(ops: Connection, report: DriftReport) -> None:

@@ -21,7 +21,7 @@ from memory_core.embedders.factory import make_embedder
 from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
 from memory_core.maintenance.backup import backup as run_backup
-from memory_core.maintenance.backup_files import find_backup, list_backups
+from memory_core.maintenance.backup_files import DB_FILES, find_backup, list_backups
 from memory_core.maintenance.base import JobEnv
 from memory_core.maintenance.drill import last_drill, recorded_drill
 from memory_core.maintenance.drill import restore_drill as run_drill
@@ -31,6 +31,7 @@ from memory_core.vectors import VectorIndex
 from scripts.cli import exit_codes
 from scripts.cli.app import CONTEXT_SETTINGS, Ctx, emit_json, emit_table, handle_errors, json_option
 from scripts.cli.dates import show_time
+from scripts.cli.progress import progress_for, quiet_option
 
 DRILL_FAILED_EXIT = exit_codes.DRILL_FAILED
 
@@ -61,21 +62,25 @@ def backup() -> None:
 
 @backup.command()
 @json_option
+@quiet_option
 @click.pass_obj
 @handle_errors
-def now(obj: Ctx, as_json: bool) -> None:
+def now(obj: Ctx, as_json: bool, quiet: bool) -> None:
     """Take a backup now: both databases (SQLite backup API, online), exports per tenant,
     a Postgres dump when a mirror is configured, then retention.
 
     Chat and workers keep running while it copies. The folder only gets its final name
-    once complete.
+    once complete. Progress (bytes copied, exports, checksums) goes to stderr; --quiet or
+    --json silence it.
 
     Example:
 
         mnemo backup now --json
     """
-    with _job_env(obj.settings) as env:
-        report = run_backup(env)
+    units = {phase: "B" for phase in (*DB_FILES.values(), "checksums")}
+    with _job_env(obj.settings) as env, \
+            progress_for("backup", as_json=as_json, quiet=quiet, units=units) as bar:
+        report = run_backup(env, bar)
     path = obj.settings.backups_path / str(report.counts["backup"])
     if as_json:
         emit_json({"path": str(path), **report.counts})
@@ -135,23 +140,27 @@ def _drill_text(drill: dict[str, Any] | None) -> str:
 @click.option("--dry-run", is_flag=True, help="Verify the backup and show what would be "
               "written; write nothing.")
 @json_option
+@quiet_option
 @click.pass_obj
 @handle_errors
 def restore(obj: Ctx, backup_ref: str, target: Path, yes: bool, dry_run: bool,
-            as_json: bool) -> None:
+            as_json: bool, quiet: bool) -> None:
     """Restore BACKUP (a name from `mnemo backup list`, `latest`, or a backup folder's
     path) into the folder --to.
 
     The checksums are verified against the manifest first. A folder that is not empty is
     refused without --yes. Stop every mnemo process using that folder first; to bring a
-    restore live, point MNEMO_DATA_DIR at it (or restore into the data folder).
+    restore live, point MNEMO_DATA_DIR at it (or restore into the data folder). Progress
+    (bytes verified, then copied) goes to stderr; --quiet or --json silence it.
 
     Example:
 
         mnemo restore latest --to /var/lib/mnemo-restored --dry-run
     """
     info = find_backup(obj.settings.backups_path, backup_ref)
-    result = run_restore(info, target, overwrite=yes, dry_run=dry_run)
+    with progress_for("restore", as_json=as_json, quiet=quiet,
+                      units={"verify": "B", "copy": "B"}) as bar:
+        result = run_restore(info, target, overwrite=yes, dry_run=dry_run, on_progress=bar)
     if as_json:
         emit_json(result.as_dict())
         return

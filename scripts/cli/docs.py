@@ -33,6 +33,16 @@ a test fails when this file is out of date.
 
 {render_table()}"""
 
+PROGRESS = """
+## Progress
+
+Commands that can run long (`ingest`, `memory reindex`, `backup now`, `restore`, `mirror sync`,
+`mirror reconcile`) report progress on stderr, never on stdout: on a terminal a bar with the
+count, the rate and the ETA; otherwise a plain line every 2 s of each step and a last line
+with its duration. Nothing shows for work that ends within 2 s, or with `--json` or `--quiet`.
+`mnemo queue stats --watch` shows how fast the queues drain.
+"""
+
 
 def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[
         tuple[tuple[str, ...], click.Command]]:
@@ -47,7 +57,7 @@ def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[
 
 
 def render(root: click.Command) -> str:
-    parts = [HEADER]
+    parts = [HEADER, PROGRESS]
     for path, command in walk(root):
         name = " ".join(("mnemo", *path))
         ctx = click.Context(command, info_name=name, terminal_width=100, max_content_width=100,

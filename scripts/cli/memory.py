@@ -8,9 +8,10 @@ from memory_core.db import open_state
 from memory_core.embedders.factory import make_embedder
 from memory_core.status import memory_status
 from memory_core.vectors import VectorIndex
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, progress
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
 from scripts.cli.memory_recall_cmds import explain, recollect
 from scripts.cli.memory_sweep import sweep_cmd
+from scripts.cli.progress import progress_for, quiet_option
 
 
 @click.group()
@@ -74,16 +75,18 @@ def _dash(value: int | None) -> str:
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=256, show_default=True,
               help="Rows embedded per transaction.")
 @json_option
+@quiet_option
 @click.pass_obj
 @handle_errors
-def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
+def reindex(obj: Ctx, batch_size: int, as_json: bool, quiet: bool) -> None:
     """Re-embed every episode and belief with the active embedder, or fill missing vectors.
 
     When the recorded embedder differs, builds a new vector generation beside the old one
     and switches to it in one transaction; recall stays keyword-only until it ends. When it
     matches, embeds only the rows that have no vector (see `mnemo memory status`).
     Idempotent (a complete current index is left alone) and resumable: if it is killed,
-    run it again and it continues where it stopped.
+    run it again and it continues where it stopped. Progress (rows embedded per table,
+    rate, ETA) goes to stderr; --quiet or --json silence it.
 
     Example:
 
@@ -92,15 +95,9 @@ def reindex(obj: Ctx, batch_size: int, as_json: bool) -> None:
     """
     state = open_state(obj.settings)
     index = VectorIndex(make_embedder(obj.settings))
-    last: dict[str, int] = {}
-
-    def show(base: str, done: int, total: int) -> None:
-        if not as_json and done != last.get(base):
-            last[base] = done
-            progress(f"reindex {base}: {done}/{total}")
-
     try:
-        report = index.reindex(state.conn, batch_size=batch_size, progress=show)
+        with progress_for("reindex", as_json=as_json, quiet=quiet) as bar:
+            report = index.reindex(state.conn, batch_size=batch_size, progress=bar)
         counts = index.counts(state.conn)
     finally:
         state.close()

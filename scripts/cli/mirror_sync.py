@@ -25,8 +25,8 @@ from memory_core.mirrors.sink import MirrorSink
 from memory_core.settings import Settings
 from scripts.cli import exit_codes
 from scripts.cli.app import Ctx, click_error, emit_json, emit_table, handle_errors, json_option
-from scripts.cli.app import progress as say
 from scripts.cli.mirror import mirror
+from scripts.cli.progress import Progress, progress_for, quiet_option
 
 SINK_NAMES = ("postgres", "neo4j")
 _URL_VAR = {"postgres": "MNEMO_POSTGRES_URL", "neo4j": "MNEMO_NEO4J_URL"}
@@ -55,13 +55,14 @@ def _stores(settings: Settings) -> Iterator[tuple[Any, Any]]:
               help="The mirror to fill.")
 @click.option("--tenant", default=None, help="Only this tenant (the cursor does not move).")
 @json_option
+@quiet_option
 @click.pass_obj
 @handle_errors
-def sync(obj: Ctx, sink_name: str, tenant: str | None, as_json: bool) -> None:
+def sync(obj: Ctx, sink_name: str, tenant: str | None, as_json: bool, quiet: bool) -> None:
     """Backfill a mirror with every existing entity and belief (dead ones are sent too, so
-    the mirror drops them). Safe to run again, and while the workers ship. Progress goes to
-    stderr. A sync of every tenant moves the mirror's cursor to the outbox head it started
-    from.
+    the mirror drops them). Safe to run again, and while the workers ship. Progress
+    (records shipped, rate, ETA) goes to stderr; --quiet or --json silence it. A sync of
+    every tenant moves the mirror's cursor to the outbox head it started from.
 
     Example:
 
@@ -69,12 +70,13 @@ def sync(obj: Ctx, sink_name: str, tenant: str | None, as_json: bool) -> None:
     """
     sink = open_sink(obj.settings, sink_name)
     try:
-        with _stores(obj.settings) as (state, ops):
+        with _stores(obj.settings) as (state, ops), \
+                progress_for(f"sync {sink_name}", as_json=as_json, quiet=quiet) as bar:
             if tenant is not None and state.conn.execute(
                     "SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
                 raise ConfigurationError(f"unknown tenant {tenant!r}: see `mnemo tenant list`")
             report = backfill(state.conn, ops.conn, sink,
-                              None if tenant is None else [tenant], say)
+                              None if tenant is None else [tenant], bar)
     finally:
         sink.close()
     if as_json:
@@ -91,7 +93,7 @@ class ReconcileError(click.ClickException):
 
 
 def _reconcile_one(settings: Settings, name: str, tenant: str | None,
-                   dry_run: bool) -> DriftReport:
+                   dry_run: bool, bar: Progress) -> DriftReport:
     sink = open_sink(settings, name)
     try:
         reader = reader_for(sink)
@@ -103,7 +105,7 @@ def _reconcile_one(settings: Settings, name: str, tenant: str | None,
                     "SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
                 raise ConfigurationError(f"unknown tenant {tenant!r}: see `mnemo tenant list`")
             report = reconcile(state.conn, reader, None if tenant is None else [tenant],
-                               dry_run=dry_run, progress=say)
+                               dry_run=dry_run, on_progress=bar)
             if tenant is None:
                 record_drift(ops.conn, report)
         return report
@@ -117,14 +119,16 @@ def _reconcile_one(settings: Settings, name: str, tenant: str | None,
               help="Only this mirror (default: every configured one).")
 @click.option("--tenant", default=None, help="Only this tenant.")
 @json_option
+@quiet_option
 @click.pass_obj
 def reconcile_cmd(obj: Ctx, dry_run: bool, sink_name: str | None, tenant: str | None,
-                  as_json: bool) -> None:
+                  as_json: bool, quiet: bool) -> None:
     """Compare each mirror with the state db: dead facts still live in the mirror, missing
     facts, stale versions. Without --dry-run the drift is repaired (an idempotent apply of
     the current state) and checked again. Exit 0: clean, or all repaired; 1: drift found by
     --dry-run, or left after the repair; 2: an error (a mirror down, a bad option).
-    Ids and counts only, never memory text.
+    Ids and counts only, never memory text. Progress (beliefs compared, rate, ETA) goes to
+    stderr; --quiet or --json silence it.
 
     Example:
 
@@ -135,7 +139,10 @@ def reconcile_cmd(obj: Ctx, dry_run: bool, sink_name: str | None, tenant: str | 
         if not names:
             raise ConfigurationError("no mirror is configured (set MNEMO_POSTGRES_URL or "
                                      "MNEMO_NEO4J_URL): there is nothing to reconcile")
-        reports = [_reconcile_one(obj.settings, n, tenant, dry_run) for n in names]
+        reports = []
+        for n in names:
+            with progress_for(f"reconcile {n}", as_json=as_json, quiet=quiet) as bar:
+                reports.append(_reconcile_one(obj.settings, n, tenant, dry_run, bar))
     except (MnemoError, sqlite3.Error, sqlite_module().Error) as e:
         raise ReconcileError(click_error(e).message) from e
     if as_json:

@@ -10,7 +10,9 @@ from typing import Any
 import click
 
 from memory_core.brokers import make_broker
+from memory_core.errors import BrokerError
 from memory_core.jobs import QUEUES
+from scripts.cli import queue_watch
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
 from scripts.cli.dates import show_time
 
@@ -32,19 +34,6 @@ def _admin(obj: Ctx) -> Iterator[Any]:
             yield broker
     finally:
         broker.close()
-
-
-def _spool_size(obj: Ctx) -> int | None:
-    if obj.settings.broker_kind != "redis":
-        return None
-    from memory_core.brokers.spool import Spool
-    from memory_core.db import open_ops
-
-    ops = open_ops(obj.settings)
-    try:
-        return Spool(ops).size()
-    finally:
-        ops.close()
 
 
 def _age(seconds: float | None) -> str:
@@ -70,31 +59,45 @@ def queue() -> None:
 
 
 @queue.command()
+@click.option("--watch", is_flag=True,
+              help="Refresh until Ctrl-C, with each queue's drain rate and ETA.")
+@click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(0.1),
+              metavar="S", help="Seconds between refreshes with --watch.")
+@click.option("--count", type=click.IntRange(1), default=None, hidden=True,
+              help="Stop after this many refreshes (tests).")
 @json_option
 @click.pass_obj
 @handle_errors
-def stats(obj: Ctx, as_json: bool) -> None:
-    """Per queue: ready, delayed, in flight, dead, and the age of the oldest ready message.
+def stats(obj: Ctx, watch: bool, interval: float, count: int | None, as_json: bool) -> None:
+    """Per queue: ready, delayed, in flight, dead, spooled, and the age of the oldest ready
+    message.
 
-    On Redis it also shows how many messages wait in the local spool for Redis to answer.
+    Spooled: messages the chat side put in the local spool (memory_ops.db) because Redis did
+    not answer; the relay forwards them when it does (embedded broker: no spool, "-"). While
+    Redis is down its counts show "-", the spool still shows, and the exit code is 1.
+    --watch refreshes every --interval seconds with each queue's backlog (ready + delayed +
+    spooled), how fast it drains and when it will be empty: a redrawn table on a terminal,
+    timestamped lines otherwise, a JSON object per line with --json. Ctrl-C exits 0.
 
     Example:
 
-        mnemo queue stats --json
+        mnemo queue stats --watch --interval 5
     """
-    with _admin(obj) as broker:
-        rows = broker.queue_stats(QUEUES)
-        kind = broker.kind
-    spooled = _spool_size(obj)
-    if as_json:
-        emit_json({"broker": kind, "queues": [asdict(r) for r in rows], "spool": spooled})
+    if watch:
+        queue_watch.watch(obj.settings, interval=interval, count=count, as_json=as_json,
+                          age=_age)
         return
-    click.echo(f"broker: {kind}")
-    emit_table(["queue", "ready", "delayed", "in flight", "dead", "oldest"],
-               [[r.queue, r.ready, r.delayed, r.in_flight, r.dead, _age(r.oldest_age_s)]
-                for r in rows])
-    if spooled is not None:
-        click.echo(f"spool: {spooled} message(s) waiting for Redis")
+    with queue_watch.sampler(obj.settings) as sampler:
+        sample = sampler.sample()
+    if as_json:
+        emit_json(queue_watch.as_dict([sample], with_rates=False))
+    else:
+        click.echo(f"broker: {sample.broker}")
+        queue_watch.print_table([sample], _age, with_rates=False)
+        if sample.spooled is not None:
+            click.echo(f"spool: {sum(sample.spooled.values())} message(s) waiting for Redis")
+    if sample.error:
+        raise BrokerError(sample.error)
 
 
 @queue.command()

@@ -166,3 +166,18 @@ def test_the_backup_warns_of_drift_and_health_reports_it(env: Env) -> None:
     assert check.status == DEGRADED and "1 dead, 1 missing, 1 stale" in check.reason
     assert _reconcile(env).exit_code == exit_codes.RECONCILE_CLEAN
     assert health().status == OK and "neo4j clean at" in health().reason
+
+
+def test_progress_goes_to_stderr_unless_json_or_quiet(env: Env,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from scripts.cli import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
+    loud = _reconcile(env, "--dry-run")
+    assert loud.exit_code == exit_codes.RECONCILE_CLEAN, loud.output
+    lines = [x for x in loud.stderr.splitlines() if x.startswith("reconcile neo4j beliefs ")]
+    assert lines and "(100%)  in " in lines[-1] and "/s" in lines[-1]
+    assert "reconcile neo4j" not in loud.stdout
+    for quiet in ("--quiet", "--json"):
+        assert "reconcile neo4j" not in _reconcile(env, "--dry-run", quiet).stderr
