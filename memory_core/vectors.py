@@ -354,6 +354,15 @@ def _blob(vector: np.ndarray, conn: Connection | None = None) -> Any:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
+def stored_vector(value: Any) -> np.ndarray:
+    """A vector as a vector table returned it (sqlite-vec bytes, pgvector text, real[])."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return np.frombuffer(value, dtype=np.float32)
+    if isinstance(value, str):
+        return np.array(value.strip("[]").split(","), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
 def _exists(conn: Connection, table: str) -> bool:
     if is_postgres(conn):
         return pg_vectors.table_exists(conn, table)

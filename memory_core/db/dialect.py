@@ -8,8 +8,9 @@ connection adapter (``db.pg_state``) passes each statement through ``to_postgres
   becomes ``%%``;
 - ``INSERT OR IGNORE INTO`` becomes ``INSERT INTO ... ON CONFLICT DO NOTHING``;
 - ``BEGIN IMMEDIATE`` becomes ``BEGIN`` (the adapter takes the write lock itself);
-- ``NOT INDEXED`` is dropped, ``group_concat`` is ``string_agg``, ``CROSS JOIN t ON`` is
-  ``JOIN t ON``, scalar ``max``/``min`` of two or more arguments are ``greatest``/``least``;
+- ``NOT INDEXED`` and ``INDEXED BY ix`` are dropped, ``group_concat`` is ``string_agg``,
+  ``CROSS JOIN t ON`` is ``JOIN t ON``, scalar ``max``/``min`` of two or more arguments
+  are ``greatest``/``least``, a unary ``+column`` is the column;
 - a derived table without an alias gets one (PostgreSQL 15 requires it).
 
 Anything this does not know how to say in PostgreSQL (``INSERT OR REPLACE``, ``PRAGMA``,
@@ -168,6 +169,8 @@ def _rewrite(sql: str) -> Rewritten:
                 i = j
         elif kind == "word" and upper == "NOT" and _next_word(toks, i + 1)[1] == "INDEXED":
             i = _next_word(toks, i + 1)[0]
+        elif kind == "word" and upper == "INDEXED" and _next_word(toks, i + 1)[1] == "BY":
+            i = _next_word(toks, _next_word(toks, i + 1)[0] + 1)[0]  # the planner chooses
         elif kind == "word" and upper == "GROUP_CONCAT":
             out.append("string_agg")
         elif kind == "word" and upper == "CROSS":

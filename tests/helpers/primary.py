@@ -30,6 +30,9 @@ def fresh_databases(server: BackendURL, n: int) -> Iterator[list[BackendURL]]:
 def reset(db: PgDatabase) -> None:
     """Empty every table of the primary's schema (the schema itself stays)."""
     raw = db.conn.raw
+    for (name,) in raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s AND "
+                               "tablename LIKE '%%\\_vec\\_g%%'", (SCHEMA,)).fetchall():
+        raw.execute(f"DROP TABLE {name}")  # the next store may embed with another dimension
     tables = [r[0] for r in raw.execute(
         "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename NOT IN "
         "('meta', 'schema_migrations')", (SCHEMA,)).fetchall()]

@@ -19,6 +19,8 @@ def pg(sql: str, params=()):
     ("BEGIN IMMEDIATE", "BEGIN"),
     ("SELECT id FROM beliefs b NOT INDEXED WHERE b.id = ?",
      "SELECT id FROM beliefs b WHERE b.id = %s"),
+    ("SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE b.x = ?",
+     "SELECT b.id FROM beliefs b WHERE b.x = %s"),
     ("SELECT group_concat(t.uid, ' ' ORDER BY t.idx) FROM t",
      "SELECT string_agg(t.uid, ' ' ORDER BY t.idx) FROM t"),
     ("UPDATE episodes SET importance = max(importance, ?)",
