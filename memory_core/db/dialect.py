@@ -4,13 +4,14 @@ The model, write and recall code write SQLite SQL (``?`` parameters, ``INSERT OR
 scalar ``max(a, b)``, ...). When the state store is Postgres (``MNEMO_STATE_BACKEND``), the
 connection adapter (``db.pg_state``) passes each statement through ``to_postgres`` first:
 
-- ``?`` and ``?NNN`` become ``%s`` (numbered ones reorder the parameters), a literal ``%``
-  becomes ``%%``;
+- ``?`` and ``?NNN`` become ``%s`` (numbered ones reorder the parameters), ``:name`` becomes
+  ``%(name)s``, a literal ``%`` becomes ``%%``;
 - ``INSERT OR IGNORE INTO`` becomes ``INSERT INTO ... ON CONFLICT DO NOTHING``;
 - ``BEGIN IMMEDIATE`` becomes ``BEGIN`` (the adapter takes the write lock itself);
 - ``NOT INDEXED`` and ``INDEXED BY ix`` are dropped, ``group_concat`` is ``string_agg``,
   ``CROSS JOIN t ON`` is ``JOIN t ON``, scalar ``max``/``min`` of two or more arguments
   are ``greatest``/``least``, a unary ``+column`` is the column;
+- ``a IS b`` / ``a IS NOT b`` (b not NULL) are ``IS [NOT] DISTINCT FROM``;
 - a derived table without an alias gets one (PostgreSQL 15 requires it).
 
 Anything this does not know how to say in PostgreSQL (``INSERT OR REPLACE``, ``PRAGMA``,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ _TOKEN = re.compile(r"""
     (?P<str>'(?:[^']|'')*')
   | (?P<ident>"(?:[^"]|"")*")
   | (?P<param>\?\d*)
+  | (?P<named>(?<!:):[A-Za-z_][A-Za-z_0-9]*)
   | (?P<word>[A-Za-z_][A-Za-z_0-9]*)
   | (?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
   | (?P<space>\s+)
@@ -135,6 +137,8 @@ def _rewrite(sql: str) -> Rewritten:
                 and _bare_operand(toks, i):
             # "count = count + 1" after DO UPDATE SET: PostgreSQL needs the table named
             out.append(f"{insert_table}.{text}")
+        elif kind == "named":
+            out.append(f"%({text[1:]})s")
         elif kind == "param":
             if len(text) > 1:
                 order.append(int(text[1:]) - 1)
@@ -162,6 +166,16 @@ def _rewrite(sql: str) -> Rewritten:
                 k, table = _next_word(toks, j + 1)
                 insert_table = table.lower()
             out.append("INSERT")
+        elif kind == "word" and upper == "IS":
+            # SQLite's "a IS b" / "a IS NOT b" compare any values, NULL included
+            j, nxt = _next_word(toks, i + 1)
+            negated = nxt == "NOT"
+            k, operand = _next_word(toks, j + 1) if negated else (j, nxt)
+            if operand in ("NULL", "TRUE", "FALSE", "DISTINCT"):
+                out.append(text)
+            else:
+                out.append("IS DISTINCT FROM" if negated else "IS NOT DISTINCT FROM")
+                i = j if negated else i
         elif kind == "word" and upper == "BEGIN":
             j, nxt = _next_word(toks, i + 1)
             out.append("BEGIN")
@@ -222,6 +236,8 @@ def _add_on_conflict(body: str) -> str:
 def to_postgres(sql: str, params: Sequence[Any] | None) -> tuple[Rewritten, list[Any]]:
     """``sql`` and ``params`` as PostgreSQL and psycopg take them (see the module)."""
     r = _rewrite(sql)
+    if isinstance(params, Mapping):  # :name parameters
+        return r, params
     args = list(params) if params is not None else []
     if r.order is not None:
         args = [args[k] for k in r.order]

@@ -76,7 +76,9 @@ class PgCursor:
         self._cur.close()
 
 
-def _args(params: Sequence[Any]) -> list[Any]:
+def _args(params: Any) -> Any:
+    if isinstance(params, dict):
+        return {k: int(v) if isinstance(v, bool) else v for k, v in params.items()}
     return [int(a) if isinstance(a, bool) else a for a in params]
 
 

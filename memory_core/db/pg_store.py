@@ -26,13 +26,24 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.backends import BackendURL, postgres_connect_kwargs
 from memory_core.clock import to_db, utcnow
+from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts, schema_state
 from memory_core.db.pg_state import SCHEMA, PgConnection, PgConnections
 from memory_core.errors import SchemaTooNewError, StoreError
 
 _MIGRATE_LOCK = 0x6D6E656D6F4D47  # "mnemoMG"
 # (version, name); the steps are in ``_migrate``. Append, never edit a released one.
-MIGRATIONS = ((1, "state tables, full-text postings, vector type"),)
+MIGRATIONS = ((1, "state tables, full-text postings, vector type"),
+              (2, "SQLite's julianday() and sum(boolean) for the maintenance jobs' SQL"))
+# SQLite functions the state code calls that PostgreSQL lacks, made in the schema.
+_COMPAT = ["CREATE OR REPLACE FUNCTION julianday(t text) RETURNS double precision "
+           "LANGUAGE sql STABLE AS $$ SELECT extract(epoch FROM t::timestamptz)::float8 "
+           "/ 86400.0 + 2440587.5 $$",
+           # SQLite's sum() of a comparison counts the true ones
+           "CREATE OR REPLACE FUNCTION bool_sum_step(n int8, b boolean) RETURNS int8 "
+           "LANGUAGE sql IMMUTABLE AS $$ SELECT n + CASE WHEN b THEN 1 ELSE 0 END $$",
+           "CREATE AGGREGATE sum(boolean) (SFUNC = bool_sum_step, STYPE = int8, "
+           "INITCOND = '0')"]
 LATEST = MIGRATIONS[-1][0]
 
 
@@ -83,6 +94,15 @@ def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
             conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
                          "VALUES (%s, %s, %s)", (1, MIGRATIONS[0][1], now))
             applied.append(1)
+        if version < 2:
+            for statement in _COMPAT:
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
+                         "VALUES (%s, %s, %s)", (2, MIGRATIONS[1][1], to_db(utcnow())))
+            conn.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO "
+                         "UPDATE SET value = excluded.value",
+                         (fts_index.META_KEY, fts_index.TOKENS_VERSION))
+            applied.append(2)
     return applied
 
 

@@ -48,6 +48,11 @@ Progress = Callable[[int, int, int], object]
 
 def backup(env: JobEnv) -> JobReport:
     """Back up both databases into a new folder (once per window), then apply retention."""
+    if env.settings.state_backend == "postgres":
+        # The file backup copies SQLite files; the Postgres primary is backed up by its
+        # server (pg_dump, base backups and WAL archiving): not this job's, yet.
+        log.warning("backup_skipped", reason="postgres_primary")
+        return JobReport("backup", {"skipped": "postgres_primary"})
     root = env.settings.backups_path
     report = JobReport("backup")
     with files.folder_lock(root):

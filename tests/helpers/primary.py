@@ -17,7 +17,7 @@ from memory_core.vectors import VectorIndex
 from tests.helpers.memory import Store
 from tests.helpers.postgres import fresh_database
 
-KEEP_META = ("kind", "vector_type")
+KEEP_META = ("kind", "vector_type", "fts_tokens")
 
 
 @contextlib.contextmanager

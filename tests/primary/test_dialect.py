@@ -21,6 +21,11 @@ def pg(sql: str, params=()):
      "SELECT id FROM beliefs b WHERE b.id = %s"),
     ("SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_subject WHERE b.x = ?",
      "SELECT b.id FROM beliefs b WHERE b.x = %s"),
+    ("SELECT 1 WHERE a IS NOT b AND c IS d AND e IS NOT NULL AND f IS NULL",
+     "SELECT 1 WHERE a IS DISTINCT FROM b AND c IS NOT DISTINCT FROM d AND e IS NOT NULL "
+     "AND f IS NULL"),
+    ("SELECT 1 FROM t WHERE tenant = :tenant AND x >= :lo",
+     "SELECT 1 FROM t WHERE tenant = %(tenant)s AND x >= %(lo)s"),
     ("SELECT group_concat(t.uid, ' ' ORDER BY t.idx) FROM t",
      "SELECT string_agg(t.uid, ' ' ORDER BY t.idx) FROM t"),
     ("UPDATE episodes SET importance = max(importance, ?)",
