@@ -1,0 +1,67 @@
+"""The Postgres primary as a store: its settings, its refusals, its schema."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_core.db.pg_store import LATEST, PgDatabase
+from memory_core.errors import ConfigurationError, DeletionNotConfirmedError, SchemaTooNewError
+from memory_core.model.deletion import delete_memory
+from memory_core.model.turns import TurnInput
+from memory_core.settings import Settings
+from memory_core.write.pipeline import process_turns
+from tests.helpers.memory import day
+from tests.helpers.primary import make_pg_store, rows
+
+
+def test_the_backend_needs_its_url() -> None:
+    with pytest.raises(ConfigurationError, match="MNEMO_STATE_BACKEND=postgres needs "
+                                                 "MNEMO_POSTGRES_URL"):
+        Settings.from_env({"MNEMO_STATE_BACKEND": "postgres"})
+    with pytest.raises(ConfigurationError, match="MNEMO_STATE_BACKEND"):
+        Settings.from_env({"MNEMO_STATE_BACKEND": "mysql"})
+
+
+@pytest.fixture
+def store(primary_urls):
+    db = PgDatabase(primary_urls[0], None)
+    db.migrate()
+    s = make_pg_store(db.url, ("t1",), db=db)
+    yield s
+    db.close()
+
+
+def test_verified_deletion_refuses_and_deletes_nothing(store) -> None:
+    process_turns(store.db, store.index, [TurnInput("t1", "s1", "u1", "user",
+                                                    "I live in Berlin", day(1))])
+    with pytest.raises(DeletionNotConfirmedError, match="not available on the Postgres"):
+        delete_memory(store.conn, store.index, "t1", "turn", "u1")
+    assert rows(store.db, "SELECT count(*) FROM turns") == [(1,)]
+
+
+def test_a_newer_schema_is_refused(store) -> None:
+    store.conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES "
+                       "(?, 'from the future', 'x')", (LATEST + 1,))
+    try:
+        with pytest.raises(SchemaTooNewError, match="upgrade mnemo"):
+            store.db.migrate()
+        with pytest.raises(SchemaTooNewError, match="upgrade mnemo"):
+            store.db.require_current()
+    finally:
+        store.conn.execute("DELETE FROM schema_migrations WHERE version = ?", (LATEST + 1,))
+
+
+def test_rows_full_text_and_vectors_stay_in_step(store) -> None:
+    """Every turn, episode and belief has its postings and length at commit, and a vector."""
+    process_turns(store.db, store.index, [TurnInput("t1", "s1", f"u{i}", "user", text, day(i))
+                                          for i, text in enumerate(
+                                              ["I live in Berlin", "I moved to Paris"])])
+    for base in ("turns", "episodes", "beliefs"):
+        n = rows(store.db, f"SELECT count(*) FROM {base}")[0][0]
+        assert rows(store.db, f"SELECT count(*) FROM {base}_fts_len") == [(n,)]
+        assert rows(store.db, "SELECT rows FROM fts_stats WHERE tbl = ? AND tenant = 't1'",
+                    (base,)) == [(n,)]
+    assert rows(store.db, "SELECT count(*) FROM fts_pending") == [(0,)]
+    counts = store.index.counts(store.conn)
+    assert counts["episodes"] == rows(store.db, "SELECT count(*) FROM episodes")[0][0]
+    assert counts["beliefs"] == rows(store.db, "SELECT count(*) FROM beliefs")[0][0]
