@@ -138,7 +138,12 @@ class PgDatabase:
 
     def connect(self) -> PgConnection:
         raw = self._raw()
-        raw.execute(f"SET search_path = {SCHEMA}")
+        # pgvector's type and operators live in the schema it was installed in (public,
+        # usually): visible after the primary's own tables.
+        row = raw.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE "
+                          "extname = 'vector'").fetchone()
+        path = [SCHEMA] + ([str(row[0])] if row and str(row[0]) != SCHEMA else [])
+        raw.execute(f"SET search_path = {', '.join(path)}")
         if self.readonly:
             raw.execute("SET default_transaction_read_only = on")
         return PgConnection(raw, readonly=self.readonly)

@@ -39,3 +39,21 @@ def test_same_beliefs_and_recall_as_sqlite(conversation, primary_urls, tmp_path)
     assert p.beliefs_equal, (p.beliefs_sqlite, p.beliefs_postgres)
     assert p.questions >= 10
     assert p.overlap_at_10 >= 0.8, p
+
+
+def test_same_on_pgvector_with_hnsw(conversation, primary_vector_urls, tmp_path) -> None:
+    """The same against PostgreSQL with pgvector: vectors are ``vector(dim)`` under an HNSW
+    index, and recall still matches SQLite's."""
+    url = primary_vector_urls[0]
+    p = primary_parity.run(conversation, url, HashEmbedder(dim=64), tmp_path, limit=80)
+    db = PgDatabase(url, None)
+    try:
+        assert db.vector_type() == "vector"
+        indexes = [r[0] for r in db.conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'mnemo_primary' AND "
+            "tablename = 'episodes_vec_g1'").fetchall()]
+        assert any("hnsw" in i and "vector_cosine_ops" in i for i in indexes), indexes
+    finally:
+        db.close()
+    assert p.beliefs_equal, (p.beliefs_sqlite, p.beliefs_postgres)
+    assert p.overlap_at_10 >= 0.8, p

@@ -65,3 +65,31 @@ def test_rows_full_text_and_vectors_stay_in_step(store) -> None:
     counts = store.index.counts(store.conn)
     assert counts["episodes"] == rows(store.db, "SELECT count(*) FROM episodes")[0][0]
     assert counts["beliefs"] == rows(store.db, "SELECT count(*) FROM beliefs")[0][0]
+
+
+def test_writers_on_two_connections_take_turns(store) -> None:
+    """BEGIN IMMEDIATE holds the store's write lock until COMMIT: a second writer (another
+    host's) waits, as on one SQLite file, so the belief rules see one order."""
+    import threading
+    import time
+
+    from memory_core.db.sqlite import atomic
+
+    other = store.db.connect()  # another connection, as another process's
+    entered = threading.Event()
+    try:
+        with atomic(store.conn):
+            store.conn.execute("INSERT INTO applied_jobs (key, applied_at) VALUES ('a', 'x')")
+
+            def second() -> None:
+                with atomic(other):
+                    entered.set()
+
+            t = threading.Thread(target=second)
+            t.start()
+            time.sleep(0.5)
+            assert not entered.is_set()  # still waiting for the first writer
+        t.join(10)
+        assert entered.is_set()
+    finally:
+        other.close()
