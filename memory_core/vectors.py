@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from memory_core.db import pg_vectors
-from memory_core.db.pg_state import is_postgres
+from memory_core.db.dialect import is_postgres
 from memory_core.db.schema_state import VECTOR_BASES
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.embedders.base import Embedder

@@ -30,6 +30,28 @@ from typing import Any
 
 from memory_core.errors import StoreError
 
+SCHEMA = "mnemo_primary"  # the Postgres primary's schema
+# Tables whose rows get an ``id`` from a bigint identity (an INSERT returns it: lastrowid).
+ID_TABLES = frozenset({"turns", "episodes", "entities", "entity_merges",
+                       "entity_merges_archive", "beliefs", "outbox", "tombstones"})
+
+
+def is_postgres(conn: Any) -> bool:
+    """Whether ``conn`` is the Postgres primary's (the engine hooks branch on it). Light:
+    the chat path imports this without psycopg."""
+    return getattr(conn, "dialect", None) == "postgres"
+
+
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """The database drivers' error classes: SQLite's, and psycopg's once it is loaded (a
+    process on the Postgres primary). For ``except``: recall degrades on either."""
+    import sys
+
+    from memory_core.db.sqlite import sqlite_module
+
+    pg = sys.modules.get("psycopg")
+    return (sqlite_module().Error, pg.Error) if pg is not None else (sqlite_module().Error,)
+
 
 class DialectError(StoreError):
     """A statement uses SQLite SQL that has no rewrite for PostgreSQL (a bug in mnemo)."""
@@ -144,7 +166,8 @@ def _rewrite(sql: str) -> Rewritten:
                 order.append(int(text[1:]) - 1)
             else:
                 plain += 1
-            out.append("%s")
+            # "? IS NULL": PostgreSQL must know the parameter's type; only nullness counts
+            out.append("%s::text" if _next_word(toks, i + 1)[1] == "IS" else "%s")
         elif text == "+" and _unary(out):
             pass  # SQLite's "+column" (no index for this term): a plain column here
         elif text == "%" or (kind == "str" and "%" in text):

@@ -30,11 +30,12 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from memory_core.db import dialect
+from memory_core.db.dialect import ID_TABLES, SCHEMA, is_postgres
 
-SCHEMA = "mnemo_primary"
+__all__ = ["ID_TABLES", "SCHEMA", "WRITE_LOCK_KEY", "PgConnection", "PgConnections",
+           "PgCursor", "is_postgres"]
+
 WRITE_LOCK_KEY = 0x6D6E656D6F5752  # pg_advisory_xact_lock: one writer at a time ("mnemoWR")
-ID_TABLES = frozenset({"turns", "episodes", "entities", "entity_merges",
-                       "entity_merges_archive", "beliefs", "outbox", "tombstones"})
 
 
 class _NumericLoader(Loader):
@@ -135,11 +136,6 @@ class PgConnection:
     @property
     def closed(self) -> bool:
         return self.raw.closed
-
-
-def is_postgres(conn: Any) -> bool:
-    """Whether ``conn`` is the Postgres state store's (engine hooks branch on it)."""
-    return getattr(conn, "dialect", None) == "postgres"
 
 
 class PgConnections:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_core.db.pg_state import SCHEMA
+from memory_core.db.dialect import SCHEMA
 
 
 def vector_type(conn: Any) -> str:

@@ -18,7 +18,7 @@ import structlog
 
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
-from memory_core.db.pg_state import is_postgres
+from memory_core.db.dialect import is_postgres
 from memory_core.db.schema_state import FTS_TABLES
 from memory_core.db.sqlite import Connection, atomic
 

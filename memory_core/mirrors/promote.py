@@ -29,7 +29,7 @@ from typing import Any
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db import pg_vectors, primary, schema_state
-from memory_core.db.pg_state import ID_TABLES
+from memory_core.db.dialect import ID_TABLES
 from memory_core.db.sqlite import atomic
 from memory_core.errors import ConfigurationError, StoreError
 from memory_core.settings import Settings

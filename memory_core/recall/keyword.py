@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
-from memory_core.db.pg_state import is_postgres
+from memory_core.db.dialect import is_postgres
 from memory_core.db.sqlite import Connection
 from memory_core.recall.candidates import TABLES, Candidate, Scope, load
 

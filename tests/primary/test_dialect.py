@@ -26,6 +26,8 @@ def pg(sql: str, params=()):
      "AND f IS NULL"),
     ("SELECT 1 FROM t WHERE tenant = :tenant AND x >= :lo",
      "SELECT 1 FROM t WHERE tenant = %(tenant)s AND x >= %(lo)s"),
+    ("SELECT 1 FROM t WHERE (? IS NULL OR idx = ?)",
+     "SELECT 1 FROM t WHERE (%s::text IS NULL OR idx = %s)"),
     ("SELECT group_concat(t.uid, ' ' ORDER BY t.idx) FROM t",
      "SELECT string_agg(t.uid, ' ' ORDER BY t.idx) FROM t"),
     ("UPDATE episodes SET importance = max(importance, ?)",
