@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from memory_core.db.pg_store import LATEST, PgDatabase
@@ -93,3 +95,26 @@ def test_writers_on_two_connections_take_turns(store) -> None:
         assert entered.is_set()
     finally:
         other.close()
+
+
+def test_recall_degrades_when_the_vector_table_is_broken(store) -> None:
+    """A broken vector table on the primary gives keyword-only recall with the reason, as on
+    SQLite: never an error."""
+    from memory_core.embedders import HashEmbedder
+    from memory_core.recall import engine
+    from memory_core.recall.fusion import Budget
+    from memory_core.recall.strategy import get_strategy
+    from memory_core.vectors import VectorIndex
+
+    process_turns(store.db, store.index, [TurnInput("t1", "s1", "u1", "user",
+                                                    "I live in Berlin", day(1))])
+    store.conn.execute("DROP TABLE episodes_vec_g1")
+    index = VectorIndex(HashEmbedder(dim=32))
+    strategy = replace(get_strategy(None), dense_with_keyword_embedder=True)  # dense: hash
+    result, _ = engine.recall(store.conn, index, query="where do I live in Berlin",
+                              tenant="t1", strategy=strategy, max_query_chars=4096,
+                              budget=Budget(10, 4000))
+    assert result.keyword_only
+    assert "vector index unreadable (UndefinedTable)" in (result.degraded_reason or "")
+    assert result.items  # keyword recall still answers
+    assert any("episode" in i.item_id for i in result.items)
