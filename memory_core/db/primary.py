@@ -40,6 +40,7 @@ def open_primary(settings: Settings, *, migrate: bool = True,
     checked, as ``open_state`` does for the file)."""
     from memory_core.db.pg_store import PgDatabase
 
+    refuse_unpromoted_file(settings)
     db = PgDatabase(_url(settings), settings.postgres_password, readonly=readonly)
     try:
         if migrate:
@@ -63,6 +64,29 @@ def migrate_primary(settings: Settings) -> Migrated:
         return Migrated("state", db.path, db.version(), tuple(applied))
     finally:
         db.close()
+
+
+def refuse_unpromoted_file(settings: Settings) -> None:
+    """Refuse the primary while this host's data dir holds a SQLite memory with turns that
+    was never promoted: its processes would split the memory between two stores."""
+    path = Path(settings.state_db_path)
+    if not path.exists():
+        return
+    from memory_core.db.sqlite import connect
+
+    conn = connect(path, busy_timeout_ms=settings.busy_timeout_ms, readonly=True)
+    try:
+        has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
+        if not has_meta or promoted_to(conn) is not None:
+            return
+        row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'turns'").fetchone()
+        if row and conn.execute("SELECT 1 FROM turns LIMIT 1").fetchone():
+            raise StoreError(
+                f"{path} holds a memory that was not promoted to the Postgres primary: run "
+                "`mnemo mirror promote` (with MNEMO_STATE_BACKEND=sqlite) first, or set "
+                "MNEMO_STATE_BACKEND=sqlite, or point MNEMO_DATA_DIR elsewhere")
+    finally:
+        conn.close()
 
 
 def promoted_to(conn: Any) -> str | None:

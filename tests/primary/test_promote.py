@@ -60,6 +60,10 @@ def test_promote_refuses_drift_then_switches_the_memory(tmp_path: Path, primary_
     def mnemo(*args: str):
         return CliRunner().invoke(main, list(args), env=env)
 
+    prim = Settings.from_env({**env, "MNEMO_STATE_BACKEND": "postgres"})
+    with pytest.raises(StoreError, match="was not promoted"):
+        open_state(prim)  # not yet: the file holds the memory
+
     refused = mnemo("mirror", "promote", "--yes")
     assert refused.exit_code == 1, refused.output
     assert "drifted" in refused.output and "missing" in refused.output
@@ -77,7 +81,6 @@ def test_promote_refuses_drift_then_switches_the_memory(tmp_path: Path, primary_
     again = mnemo("mirror", "promote", "--yes")
     assert again.exit_code == 1 and "promoted to the Postgres primary" in again.output
 
-    prim = Settings.from_env({**env, "MNEMO_STATE_BACKEND": "postgres"})
     state = open_state(prim, migrate=False, readonly=True)
     try:
         assert belief_table(state.conn) == before
