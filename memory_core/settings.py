@@ -166,6 +166,7 @@ class Settings:
     redis_password: str | None = field(default=None, repr=False)
     postgres_url: str | None = None  # canonical
     postgres_password: str | None = field(default=None, repr=False)
+    state_backend: str = "sqlite"  # sqlite | postgres (the Postgres primary)
     neo4j_url: str | None = None  # canonical
     neo4j_user: str = "neo4j"
     neo4j_password: str | None = field(default=None, repr=False)
@@ -304,6 +305,11 @@ class Settings:
             if password and not url:
                 raise ConfigurationError(f"{pvar} is set without {uvar}: set the URL or unset "
                                          "the password")
+        if self.state_backend == "postgres" and not self.postgres_url:
+            raise ConfigurationError(
+                "MNEMO_STATE_BACKEND=postgres needs MNEMO_POSTGRES_URL "
+                "(postgresql://USER@HOST[:PORT]/DATABASE): set it, or set "
+                "MNEMO_STATE_BACKEND=sqlite")
         if self.recall_log_keep < 1:
             raise ConfigurationError("MNEMO_RECALL_LOG_KEEP must be at least 1")
         if self.tier_archive_s <= self.tier_recent_s:
@@ -393,6 +399,10 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_POSTGRES_PASSWORD", "postgres_password", _text,
          "Password of the Postgres mirror's user (never inside MNEMO_POSTGRES_URL).",
          secret=True),
+    _Var("MNEMO_STATE_BACKEND", "state_backend", _choice_parser("sqlite", "postgres"),
+         "Where the memory itself lives: sqlite (memory_state.db in MNEMO_DATA_DIR) or "
+         "postgres (the Postgres primary at MNEMO_POSTGRES_URL, schema mnemo_primary; switch "
+         "an existing memory with `mnemo mirror promote`)."),
     _Var("MNEMO_NEO4J_URL", "neo4j_url", _backend_parser("neo4j"),
          "Neo4j dual-write of belief edges, bolt[+s|+ssc]://HOST[:PORT] or "
          "neo4j[+s|+ssc]://HOST[:PORT] (off when unset; no user, password or path: "

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.db import pg_vectors
+from memory_core.db.dialect import is_postgres
 from memory_core.db.schema_state import VECTOR_BASES
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.embedders.base import Embedder
@@ -50,6 +52,10 @@ def _set(conn: Connection, key: str, value: str) -> None:
 
 
 def _create_tables(conn: Connection, generation: int, dim: int) -> None:
+    if is_postgres(conn):
+        for base in VECTOR_BASES:
+            pg_vectors.create_table(conn, vec_table(base, generation), dim)
+        return
     for base in VECTOR_BASES:
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(base, generation)} USING vec0("
@@ -172,7 +178,7 @@ class VectorIndex:
                                  [(i,) for i, _, _ in items])
                 conn.executemany(
                     f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)",
-                    [(i, t, _blob(v)) for i, t, v in items],
+                    [(i, t, _blob(v, conn)) for i, t, v in items],
                 )
         return len(items)
 
@@ -191,6 +197,8 @@ class VectorIndex:
         table = self._active_table(conn, base)
         if table is None:
             return []
+        if is_postgres(conn):
+            return pg_vectors.search(conn, table, tenant, vector, k)
         rows = conn.execute(
             f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? "
             "AND tenant = ? ORDER BY distance",
@@ -294,7 +302,7 @@ class VectorIndex:
                 conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r[0],) for r in rows])
                 conn.executemany(
                     f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)",
-                    [(r[0], r[1], _blob(v)) for r, v in zip(rows, vectors, strict=True)],
+                    [(r[0], r[1], _blob(v, conn)) for r, v in zip(rows, vectors, strict=True)],
                 )
                 _set(conn, f"reindex_cursor:{base}", str(rows[-1][0]))
             done += len(rows)
@@ -318,7 +326,7 @@ class VectorIndex:
             vectors = self.embedder.embed([r[2] for r in rows])  # outside the transaction
             with atomic(conn):
                 # A writer may have stored or changed a row since it was read: leave it.
-                items = [(r[0], r[1], _blob(v)) for r, v in zip(rows, vectors, strict=True)
+                items = [(r[0], r[1], _blob(v, conn)) for r, v in zip(rows, vectors, strict=True)
                          if _still_missing(conn, base, table, r[0], r[2])]
                 conn.executemany(
                     f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)", items)
@@ -339,11 +347,25 @@ def _still_missing(conn: Connection, base: str, table: str, rowid: int, text: st
         f"SELECT 1 FROM {table} WHERE rowid = ?", (rowid,)).fetchone() is None
 
 
-def _blob(vector: np.ndarray) -> bytes:
+def _blob(vector: np.ndarray, conn: Connection | None = None) -> Any:
+    """A vector as the engine's vector table takes it (sqlite-vec: float32 bytes)."""
+    if conn is not None and is_postgres(conn):
+        return pg_vectors.param(conn, vector)
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
+def stored_vector(value: Any) -> np.ndarray:
+    """A vector as a vector table returned it (sqlite-vec bytes, pgvector text, real[])."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return np.frombuffer(value, dtype=np.float32)
+    if isinstance(value, str):
+        return np.array(value.strip("[]").split(","), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
 def _exists(conn: Connection, table: str) -> bool:
+    if is_postgres(conn):
+        return pg_vectors.table_exists(conn, table)
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                         (table,)).fetchone() is not None
 
@@ -361,6 +383,10 @@ def _pending(conn: Connection, base: str, gen: int) -> bool:
 def _generations(conn: Connection) -> list[int]:
     gens = set()
     for base in VECTOR_BASES:
+        if is_postgres(conn):
+            names = pg_vectors.table_names(conn, f"{base}_vec_g")
+            gens |= {int(n[len(base) + 6:]) for n in names if n[len(base) + 6:].isdigit()}
+            continue
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                     "AND name GLOB ?", (f"{base}_vec_g[0-9]*",)):
             suffix = name[len(base) + 6:]

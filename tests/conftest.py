@@ -94,3 +94,14 @@ def bolt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bolt.BoltS
         service_unavailable(f"the Bolt test server ({e})")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def primary_urls(postgres_url: str) -> Iterator[list]:
+    """Three fresh databases on the machine's PostgreSQL for the Postgres primary (no
+    pgvector there: real[] vectors, exact scan), dropped at the end."""
+    from memory_core.backends import parse_backend_url
+    from tests.helpers.primary import fresh_databases
+
+    with fresh_databases(parse_backend_url("postgres", "test", postgres_url), 3) as urls:
+        yield urls

@@ -83,6 +83,28 @@ def check_invariants(conn) -> None:
         assert all(r[0] == tenant for r in belief_table(conn, tenant))
 
 
+def check_orders(stores, order_a, order_b) -> None:
+    """Apply ``order_a`` to stores[0], ``order_b`` to stores[1], ``order_a`` with every step
+    twice to stores[2]: the same belief tables, the invariants, no turn across tenants."""
+    for step in order_a:
+        apply(stores[0], step)
+    for step in order_b:
+        apply(stores[1], step)
+    for step in order_a:
+        apply(stores[2], step)
+        apply(stores[2], step)
+    tables = [belief_table(s.conn) for s in stores]
+    assert tables[0] == tables[1]
+    assert tables[0] == tables[2]
+    for s in stores:
+        check_invariants(s.conn)
+    conn = stores[0].conn
+    for tenant, other in itertools.permutations(TENANTS, 2):
+        for (uid,) in conn.execute("SELECT turn_uid FROM turns WHERE tenant = ?", (other,)):
+            with pytest.raises(NotFoundError):
+                recollect_turn(conn, tenant, uid)
+
+
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.one_of(mutation, turn), min_size=1, max_size=14), data=st.data())
@@ -92,24 +114,33 @@ def test_order_and_repetition_do_not_change_beliefs(steps, data) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         stores = [make_store(Path(tmp) / name, TENANTS) for name in ("a", "b", "c")]
         try:
-            for step in order_a:
-                apply(stores[0], step)
-            for step in order_b:
-                apply(stores[1], step)
-            for step in order_a:
-                apply(stores[2], step)
-                apply(stores[2], step)
-            tables = [belief_table(s.conn) for s in stores]
-            assert tables[0] == tables[1]
-            assert tables[0] == tables[2]
-            for s in stores:
-                check_invariants(s.conn)
-            conn = stores[0].conn
-            for tenant, other in itertools.permutations(TENANTS, 2):
-                for (uid,) in conn.execute("SELECT turn_uid FROM turns WHERE tenant = ?",
-                                           (other,)):
-                    with pytest.raises(NotFoundError):
-                        recollect_turn(conn, tenant, uid)
+            check_orders(stores, order_a, order_b)
         finally:
             for s in stores:
                 s.db.close()
+
+
+@pytest.fixture(scope="module")
+def pg_stores(primary_urls):
+    """Three Postgres primaries (one database each), reset for every example."""
+    from memory_core.db.pg_store import PgDatabase
+
+    dbs = [PgDatabase(url, None) for url in primary_urls]
+    for db in dbs:
+        db.migrate()
+    yield dbs
+    for db in dbs:
+        db.close()
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(mutation, turn), min_size=1, max_size=14), data=st.data())
+def test_order_and_repetition_do_not_change_beliefs_on_postgres(pg_stores, steps, data) -> None:
+    """The same property with the Postgres primary as the state store."""
+    from tests.helpers.primary import make_pg_store
+
+    order_a = data.draw(st.permutations(steps))
+    order_b = data.draw(st.permutations(steps))
+    stores = [make_pg_store(db.url, TENANTS, db=db) for db in pg_stores]
+    check_orders(stores, order_a, order_b)

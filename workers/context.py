@@ -77,7 +77,8 @@ class WorkerContext:
             state.close()
             raise
         create_tenant(state.conn, settings.default_tenant)
-        checkpointers = (WalCheckpointer(state, watch=True), WalCheckpointer(ops, watch=True))
+        checkpointers = tuple(WalCheckpointer(db, watch=True) for db in (state, ops)
+                              if isinstance(db, Database))  # not the Postgres primary
         for checkpointer in checkpointers:
             checkpointer.start()
         return cls(settings, state, ops, VectorIndex(embedder), checkpointers=checkpointers)

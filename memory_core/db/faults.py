@@ -260,6 +260,9 @@ def storage_status(settings: Settings, *,
 
     What the worker's StorageGuard and `mnemo health` read.
     """
+    # The Postgres primary is no file of this host: its server's trouble is a connection
+    # error of the message that met it (retried), not a paused worker.
+    kinds = ("ops",) if settings.state_backend == "postgres" else ("state", "ops")
     return {kind: probe(getattr(settings, f"{kind}_db_path"), kind,
                         min_free_bytes=min_free_bytes)
-            for kind in ("state", "ops")}
+            for kind in kinds}

@@ -131,15 +131,28 @@ class Database:
 
 
 def open_state(settings: Settings, *, migrate: bool = True, readonly: bool = False,
-               autocheckpoint: bool = True) -> Database:
-    """The state database; migrated forward unless ``migrate=False``.
+               autocheckpoint: bool = True) -> Any:
+    """The state database (a ``Database``, or the Postgres primary's ``PgDatabase`` when
+    ``MNEMO_STATE_BACKEND=postgres``); migrated forward unless ``migrate=False``.
 
     ``migrate=False`` only checks (``Database.require_current``): a missing or older file
     is refused with the fix, and neither created nor changed. ``autocheckpoint=False``: see
     ``sqlite.connect`` (the workers, whose ``WalCheckpointer`` checkpoints instead).
+    A backend other than the one the memory was switched to (``mnemo mirror promote``) is
+    refused (``primary.check_backend``).
     """
-    return _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly,
-                 autocheckpoint=autocheckpoint)
+    from memory_core.db import primary
+
+    if settings.state_backend == "postgres":
+        return primary.open_primary(settings, migrate=migrate, readonly=readonly)
+    db = _open(settings.state_db_path, "state", settings, migrate=migrate, readonly=readonly,
+               autocheckpoint=autocheckpoint)
+    try:
+        primary.refuse_if_promoted(db.conn, settings)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def open_ops(settings: Settings, *, migrate: bool = True,
@@ -170,7 +183,13 @@ def migrate_stores(settings: Settings) -> list[Migrated]:
     a file cannot be opened or is of the other kind.
     """
     done: list[Migrated] = []
-    for kind in ("state", "ops"):
+    kinds: tuple[str, ...] = ("state", "ops")
+    if settings.state_backend == "postgres":
+        from memory_core.db import primary
+
+        done.append(primary.migrate_primary(settings))
+        kinds = ("ops",)
+    for kind in kinds:
         db = Database(getattr(settings, f"{kind}_db_path"), kind,
                       busy_timeout_ms=settings.busy_timeout_ms)
         try:

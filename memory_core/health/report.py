@@ -68,6 +68,15 @@ class HealthEnv:
 
     @property
     def state(self) -> Connection:
+        if self.settings.state_backend == "postgres":  # the primary, read-only
+            if "primary" not in self.cache:
+                from memory_core.db.primary import open_primary
+
+                db = open_primary(self.settings, migrate=False, readonly=True)
+                self.on_close(db.close)
+                self.cache["primary"] = db.conn
+            conn: Connection = self.cache["primary"]
+            return conn
         return self.conn(self.settings.state_db_path, "the state database")
 
     def on_close(self, closer: Callable[[], None]) -> None:

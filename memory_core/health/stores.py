@@ -51,7 +51,27 @@ def _database(env: HealthEnv, kind: str) -> Check:
 
 
 def check_state_db(env: HealthEnv) -> Check:
+    if env.settings.state_backend == "postgres":
+        return _primary(env)
     return _database(env, "state")
+
+
+def _primary(env: HealthEnv) -> Check:
+    """The Postgres primary: reachable, and its schema is this code's."""
+    from memory_core.db.primary import open_primary
+    from memory_core.errors import StoreError
+
+    try:
+        db = open_primary(env.settings, migrate=False, readonly=True)
+    except StoreError as e:
+        return Check("state_db", UNHEALTHY, str(e), {"backend": "postgres"})
+    try:
+        version = db.version()
+    finally:
+        db.close()
+    return Check("state_db", OK, f"Postgres primary reachable, schema version {version}",
+                 {"backend": "postgres", "url": str(env.settings.postgres_url),
+                  "schema_version": version})
 
 
 def check_ops_db(env: HealthEnv) -> Check:

@@ -52,6 +52,11 @@ def backup(env: JobEnv, on_progress: OnProgress = no_progress) -> JobReport:
 
     ``on_progress(phase, done, total)``: bytes copied per database file (phase: its file
     name), then tenants exported (``exports``), then bytes checksummed (``checksums``)."""
+    if env.settings.state_backend == "postgres":
+        # The file backup copies SQLite files; the Postgres primary is backed up by its
+        # server (pg_dump, base backups and WAL archiving): not this job's, yet.
+        log.warning("backup_skipped", reason="postgres_primary")
+        return JobReport("backup", {"skipped": "postgres_primary"})
     root = env.settings.backups_path
     report = JobReport("backup")
     with files.folder_lock(root):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import structlog
 
 from memory_core.db import fts as fts_index
+from memory_core.db import pg_fts
+from memory_core.db.dialect import is_postgres
 from memory_core.db.schema_state import FTS_TABLES
 from memory_core.db.sqlite import Connection, atomic
 
@@ -33,7 +35,9 @@ class FtsCheck:
 
 
 def _counts(conn: Connection, fts: str, base: str) -> tuple[int, int, int]:
-    indexed = conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0]
+    # The Postgres primary's index is its postings and row lengths (db.pg_fts).
+    lengths = f"{base}_fts_len" if is_postgres(conn) else f"{fts}_docsize"
+    indexed = conn.execute(f"SELECT count(*) FROM {lengths}").fetchone()[0]
     rows = conn.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
     stats_off = conn.execute(
         f"SELECT count(*) FROM (SELECT tenant, count(*) AS n FROM {base} GROUP BY tenant) b "
@@ -54,7 +58,10 @@ def check_fts_drift(conn: Connection) -> list[FtsCheck]:
             with atomic(conn):
                 indexed, rows, stats_off = _counts(conn, fts, base)  # still so, under the lock?
                 if stale or indexed != rows or stats_off:
-                    fts_index.fill(conn, fts, base)
+                    if is_postgres(conn):
+                        pg_fts.rebuild(conn, base)
+                    else:
+                        fts_index.fill(conn, fts, base)
                     rebuilt = True
             if rebuilt:
                 log.warning("fts_drift_repaired", table=fts, indexed=indexed, rows=rows,

@@ -54,7 +54,9 @@ class Change:
 def configured_mirrors(settings: Settings) -> tuple[str, ...]:
     """The names of the mirrors the settings ask for."""
     names = []
-    if settings.postgres_url:
+    # With the Postgres primary (MNEMO_STATE_BACKEND=postgres) the URL names the primary
+    # itself: there is no Postgres mirror to ship to.
+    if settings.postgres_url and settings.state_backend != "postgres":
         names.append("postgres")
     if settings.neo4j_url:
         names.append("neo4j")

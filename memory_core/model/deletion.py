@@ -219,6 +219,12 @@ def _verified(conn: Connection, index: VectorIndex, tenant: str,
     Returns the plan, the deleted counts, how many refs were already gone (``missing_ok``)
     and whether the checkpoint completed.
     """
+    if getattr(conn, "dialect", None) == "postgres":
+        # Deleted rows stay in PostgreSQL's pages until VACUUM (and in its WAL archive):
+        # the verification this function promises is not there yet, so it refuses.
+        raise DeletionNotConfirmedError(
+            "verified deletion is not available on the Postgres primary yet (its pages keep "
+            "deleted rows until VACUUM): nothing was deleted; see docs/mirrors.md")
     previous = conn.execute("PRAGMA secure_delete").fetchone()[0]
     conn.execute("PRAGMA secure_delete = ON")
     skipped = 0

@@ -22,7 +22,8 @@ import numpy as np
 import structlog
 
 from memory_core.clock import ensure_utc, from_db, parse_iso, to_db, utcnow
-from memory_core.db.sqlite import Connection, sqlite_module
+from memory_core.db.dialect import driver_errors
+from memory_core.db.sqlite import Connection
 from memory_core.errors import EmbedderError, InvalidInputError
 from memory_core.model.tenants import HUB, require_tenant
 from memory_core.recall import context, facts, feedback, graph, search
@@ -122,7 +123,7 @@ def fetch(name: str, fn: Callable[[], list[Candidate]], *, dense: bool = False) 
     started = time.perf_counter()
     try:
         found = Fetched(name, fn(), dense=dense)
-    except sqlite_module().Error as e:
+    except driver_errors() as e:
         found = Fetched(name, error=type(e).__name__, dense=dense)
     found.ms = (time.perf_counter() - started) * 1000
     return found
@@ -203,7 +204,7 @@ def query_vector(conn: Connection, index: VectorIndex, strategy: RecallStrategy,
         vector = index.embedder.embed([text])[0]
     except EmbedderError as e:
         return off(f"embedder failed ({type(e).__name__})")
-    except sqlite_module().Error as e:
+    except driver_errors() as e:
         return off(f"vector index unreadable ({type(e).__name__})")
     return QueryVector(vector, None, (time.perf_counter() - started) * 1000)
 
@@ -320,7 +321,7 @@ def _walk(run: RecallRun, entities: list[str], ranked: list[Candidate]) -> None:
     try:
         scores = graph.ego_pagerank(run.conn, run.scope, run.strategy, entities,
                                     ranked[:PPR_SEED_TOP])
-    except sqlite_module().Error as e:
+    except driver_errors() as e:
         run.degraded.append(f"graph walk unavailable ({type(e).__name__})")
         return
     run.ppr = scores
@@ -385,7 +386,7 @@ def _facts(run: RecallRun, beliefs: list[Candidate], budget: int) -> facts.Facts
     try:
         found = facts.select(run.conn, run.scope, read_intent(run.query.text), run.named,
                              beliefs, run.ppr, budget)
-    except sqlite_module().Error as e:
+    except driver_errors() as e:
         run.degraded.append(f"facts unavailable ({type(e).__name__})")
         log.warning("recall_list_failed", list="facts", error=type(e).__name__)
         return facts.FactsOutcome((), [], {}, [])

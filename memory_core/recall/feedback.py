@@ -26,6 +26,7 @@ from memory_core.db.sqlite import Connection
 from memory_core.recall import search
 from memory_core.recall.candidates import Candidate, Scope
 from memory_core.recall.query import MAX_TERMS, query_terms
+from memory_core.vectors import stored_vector
 
 
 def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str, ...]:
@@ -55,7 +56,7 @@ def stored_vectors(conn: Connection, table: str | None, ids: Sequence[int]) -> l
         return []
     rows = conn.execute(f"SELECT embedding FROM {table} WHERE rowid IN "
                         f"({','.join('?' * len(ids))})", [int(i) for i in ids]).fetchall()
-    return [np.frombuffer(r[0], dtype=np.float32) for r in rows if r[0] is not None]
+    return [stored_vector(r[0]) for r in rows if r[0] is not None]
 
 
 def dense(conn: Connection, index: Any, scope: Scope, vector: np.ndarray,

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_core.db import fts as fts_index
+from memory_core.db import pg_fts
+from memory_core.db.dialect import is_postgres
 from memory_core.db.sqlite import Connection
 from memory_core.recall.candidates import TABLES, Candidate, Scope, load
 
@@ -205,6 +207,9 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
     rows, total = fts_index.tenant_stats(conn, table, tenant)
     if rows <= 0:
         return []
+    if is_postgres(conn):  # the same bm25 over the Postgres primary's postings
+        return pg_fts.ranked_ids(conn, table, searched, essential, rows, total, window,
+                                 k1=K1, b=B, min_idf=MIN_IDF)
     fill = window > 0 and len(essential) < len(searched)
     values = ",".join(f"(?{4 + 2 * i}, ?{5 + 2 * i})" for i in range(len(searched)))
     sql = _SCORED.format(values=values, t=table, k1=K1, b=B, min_idf=MIN_IDF,

@@ -33,8 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Enqueue a file of turns for the workers, one JSON object per line."),
     "memory": ("scripts.cli.memory:memory",
                "Inspect memory and keep its vector index in step with the embedder."),
-    # mirror_sync adds `sync` and `reconcile` to the mirror group when it is imported
-    "mirror": ("scripts.cli.mirror_sync:mirror",
+    # mirror_sync adds `sync` and `reconcile` to the mirror group when it is imported,
+    # mirror_promote adds `promote`
+    "mirror": ("scripts.cli.mirror_promote:mirror",
                "The mirrors (Postgres, Neo4j): how far behind each one is."),
     # queue_verify adds `mnemo queue verify` to the queue group when it is imported
     "queue": ("scripts.cli.queue_verify:queue",
