@@ -288,13 +288,13 @@ def test_a_line_that_runs_no_mnemo_is_not_a_command() -> None:
     assert list(mnemo_argvs("kill $(cat up.pid) | mnemo queue stats")) == [("queue", "stats")]
 
 
-def test_the_runbook_says_postgres_primary_is_missing_only_while_it_is() -> None:
-    """docs/operations.md section 10 says the switch to Postgres as the primary store is
-    not yet available; once the CLI has `mnemo mirror promote`, that must be rewritten."""
+def test_the_runbook_walks_the_switch_to_the_postgres_primary() -> None:
+    """docs/operations.md section 10 walks the switch with `mnemo mirror promote`, which
+    exists, after a clean reconcile."""
     text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
-    says_missing = "not yet available" in text and "no `mnemo mirror promote`" in text
-    exists = help_exit(("mirror", "promote"))[0] == 0
-    assert says_missing != exists, (
-        "`mnemo mirror promote` exists now: rewrite section 10 of docs/operations.md around it"
-        if exists else "docs/operations.md must say that the Postgres-primary switch is not "
-        "yet available (there is no `mnemo mirror promote`)")
+    section = text[text.index("## 10. Moving to Postgres"):text.index("## 11.")]
+    assert help_exit(("mirror", "promote"))[0] == 0
+    assert "mnemo mirror promote --yes" in section
+    assert section.index("mnemo mirror reconcile --dry-run") < section.index(
+        "mnemo mirror promote --yes")
+    assert "not yet available" not in section

@@ -8,7 +8,8 @@ import click
 
 from memory_core.mirrors.promote import promote as run_promote
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
-from scripts.cli.mirror_sync import mirror, say
+from scripts.cli.mirror_sync import mirror
+from scripts.cli.progress import quiet_option
 
 __all__ = ["mirror"]
 
@@ -17,9 +18,10 @@ __all__ = ["mirror"]
 @click.option("--dry-run", is_flag=True, help="Check and count only; copy and switch nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
+@quiet_option
 @click.pass_obj
 @handle_errors
-def promote(obj: Ctx, dry_run: bool, yes: bool, as_json: bool) -> None:
+def promote(obj: Ctx, dry_run: bool, yes: bool, as_json: bool, quiet: bool) -> None:
     """Switch this memory from memory_state.db to the Postgres primary at MNEMO_POSTGRES_URL.
 
     Stop the workers and chat processes first and run it with MNEMO_STATE_BACKEND=sqlite.
@@ -38,7 +40,8 @@ def promote(obj: Ctx, dry_run: bool, yes: bool, as_json: bool) -> None:
     if not dry_run and not yes and not click.confirm(
             "Switch this memory to the Postgres primary (stop its processes first)?"):
         raise click.ClickException("not promoted (answer yes, or pass --yes)")
-    report = run_promote(obj.settings, dry_run=dry_run, progress=say)
+    report = run_promote(obj.settings, dry_run=dry_run,
+                         progress=None if as_json or quiet else _say)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -48,3 +51,8 @@ def promote(obj: Ctx, dry_run: bool, yes: bool, as_json: bool) -> None:
                f"{', '.join(report.mirrors_checked) or 'none configured'}")
     if report.promoted:
         click.echo("now set MNEMO_STATE_BACKEND=postgres for every process of this memory")
+
+
+def _say(step: str) -> None:
+    """A step of the promotion, on stderr (silent with --json or --quiet)."""
+    click.echo(step, err=True)
