@@ -16,8 +16,11 @@ out). Every statement is a fixed string with bound parameters.
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -159,59 +162,71 @@ def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tup
                     tuple(t for t in terms if t in kept and t not in chosen))
 
 
-# A row's length in tokens, from its FTS5 ``_docsize`` value (one column: one SQLite
-# varint, read from its hex digits; a row of 2 million tokens or more would need a 4th byte).
-_HEX = "'0123456789ABCDEF'"
-_BYTE = ("((instr({h}, substr(hex(z.sz), {i}, 1)) - 1) * 16 + "
-         "instr({h}, substr(hex(z.sz), {j}, 1)) - 1)")
-_B0, _B1, _B2 = (_BYTE.format(h=_HEX, i=2 * n + 1, j=2 * n + 2) for n in range(3))
-_LENGTH = (f"(CASE length(z.sz) WHEN 1 THEN {_B0} WHEN 2 THEN (({_B0} & 127) << 7) | {_B1} "
-           f"ELSE (({_B0} & 127) << 14) | (({_B1} & 127) << 7) | {_B2} END)")
+# The rows a search ranks and what their bm25 needs, each statement reading only the tenant's
+# tokens (``?`` lists are the tokens; ``json_each(?)``: the ranked rows, as a JSON array).
+_DFS = "SELECT term, doc FROM {t}_fts_v WHERE term IN ({marks})"
+_INSTANCES = "SELECT term, doc FROM {t}_fts_i WHERE term IN ({marks})"
+# Rows holding one of the other tokens and no essential one, newest first: FTS5 walks the
+# doclists from their ends in C and stops after ``LIMIT`` rows.
+_NEWEST = "SELECT rowid FROM {t}_fts WHERE {t}_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+# The other tokens' instances in the ranked rows only (their doclists are walked in C; no
+# row of theirs outside the ranked ones comes back to Python).
+_INSTANCES_IN = ("SELECT term, doc FROM {t}_fts_i WHERE term IN ({marks}) "
+                 "AND doc IN (SELECT value FROM json_each(?))")
+_SIZES = "SELECT id, sz FROM {t}_fts_docsize WHERE id IN (SELECT value FROM json_each(?))"
 
-# bm25 of every row of the tenant holding one of the searched tokens (``q``: token, whether
-# it is essential): term frequencies from the tokens' instances (``_i``), document counts
-# from those, lengths from ``_docsize``; N (?1) and the average length (?2) are parameters.
-_SCORED = """
-WITH q(tok, ess) AS (VALUES {values}),
-p AS MATERIALIZED (SELECT q.tok AS tok, q.ess AS ess, i.doc AS doc, count(*) AS tf
-  FROM q CROSS JOIN {t}_fts_i i ON i.term = q.tok GROUP BY q.tok, i.doc),
-w AS MATERIALIZED (SELECT tok, max(ln((?1 - count(*) + 0.5) / (count(*) + 0.5)), {min_idf})
-  AS idf FROM p GROUP BY tok),
-s AS MATERIALIZED (SELECT p.doc AS doc, max(p.ess) AS ess,
-    sum(w.idf * p.tf * ({k1} + 1) / (p.tf + {k1} * (1 - {b} + {b} * {length} / ?2))) AS score
-  FROM p JOIN w ON w.tok = p.tok JOIN {t}_fts_docsize z ON z.id = p.doc GROUP BY p.doc)
-"""
-# Every row matching an essential token, by score; ties newest first (FTS5 would put the
-# oldest first; for a memory the newer of two equal matches is the likelier answer).
-_RANKED = "SELECT doc FROM s ORDER BY score DESC, doc DESC"
-# The same, then the newest ?3 rows matching only other tokens, by score.
-_RANKED_AND_FILL = """SELECT doc FROM (
-  SELECT doc, score, 0 AS part FROM s WHERE ess
-  UNION ALL SELECT doc, score, 1 FROM (
-    SELECT doc, score FROM s WHERE NOT ess ORDER BY doc DESC LIMIT ?3))
-ORDER BY part, score DESC, doc DESC"""
+
+def _phrases(tokens: Sequence[str]) -> str:
+    """An FTS5 expression for any of ``tokens`` (letters and digits only: quoting is
+    enough)."""
+    return "(" + " OR ".join(f'"{t}"' for t in tokens) + ")"
+
+
+def _marks(values: Sequence[str]) -> str:
+    return ",".join("?" * len(values))
 
 
 def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
                window: int) -> list[int]:
     """The tenant's rows matching ``plan``, best first: every row matching an essential term
     by bm25 over all the plan's terms, then (the best of) the newest ``window`` rows matching
-    only other terms, by bm25 over those."""
+    only other terms, by bm25 over those. Ties: newest first (FTS5 would put the oldest
+    first; for a memory the newer of two equal matches is the likelier answer).
+
+    bm25 is FTS5's (k1 1.2, b 0.75, idf floored at 1e-6) with the tenant's N and average
+    length (``fts_stats``) and the tenant's document frequencies (``_v``: a token is the
+    tenant's own); term frequencies are counted from the instances of the ranked rows."""
     by_word = word_tokens(tenant, (*plan.essential, *plan.other))
-    essential = {by_word[w] for w in plan.essential if w in by_word}
-    searched = list(dict.fromkeys(by_word.values()))
-    if not searched:
-        return []
+    essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
+    others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
     rows, total = fts_index.tenant_stats(conn, table, tenant)
-    if rows <= 0:
+    if rows <= 0 or not (essential or others):
         return []
-    fill = window > 0 and len(essential) < len(searched)
-    values = ",".join(f"(?{4 + 2 * i}, ?{5 + 2 * i})" for i in range(len(searched)))
-    sql = _SCORED.format(values=values, t=table, k1=K1, b=B, min_idf=MIN_IDF,
-                         length=_LENGTH) + (_RANKED_AND_FILL if fill else _RANKED)
-    params = [rows, total / rows if total > 0 else 1.0, max(0, window),
-              *(p for t in searched for p in (t, int(t in essential)))]
-    return [r[0] for r in conn.execute(sql, params)]
+    tf: Counter[tuple[str, int]] = Counter()
+    if essential:
+        tf.update(conn.execute(_INSTANCES.format(t=table, marks=_marks(essential)),
+                               essential).fetchall())
+    first = {doc for _, doc in tf}
+    ranked = set(first)
+    if others and window > 0:
+        match = _phrases(others) + (f" NOT {_phrases(essential)}" if essential else "")
+        ranked.update(r[0] for r in conn.execute(_NEWEST.format(t=table), (match, window)))
+    if not ranked:
+        return []
+    docs = json.dumps(sorted(ranked))
+    if others:
+        tf.update(conn.execute(_INSTANCES_IN.format(t=table, marks=_marks(others)),
+                               (*others, docs)).fetchall())
+    searched = [*essential, *others]
+    idf = {tok: max(math.log((rows - n + 0.5) / (n + 0.5)), MIN_IDF) for tok, n in
+           conn.execute(_DFS.format(t=table, marks=_marks(searched)), searched)}
+    avgdl = total / rows if total > 0 else 1.0
+    norm = {doc: K1 * (1 - B + B * fts_index.doc_length(size) / avgdl)
+            for doc, size in conn.execute(_SIZES.format(t=table), (docs,))}
+    score: dict[int, float] = {}
+    for (tok, doc), n in tf.items():
+        score[doc] = score.get(doc, 0.0) + idf[tok] * n * (K1 + 1) / (n + norm[doc])
+    return sorted(score, key=lambda doc: (doc not in first, -score[doc], -doc))
 
 
 def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
