@@ -20,7 +20,6 @@ import json
 import math
 import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -162,18 +161,19 @@ def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tup
                     tuple(t for t in terms if t in kept and t not in chosen))
 
 
-# The rows a search ranks and what their bm25 needs, each statement reading only the tenant's
-# tokens (``?`` lists are the tokens; ``json_each(?)``: the ranked rows, as a JSON array).
-_DFS = "SELECT term, doc FROM {t}_fts_v WHERE term IN ({marks})"
-_INSTANCES = "SELECT term, doc FROM {t}_fts_i WHERE term IN ({marks})"
+# What a search reads, each statement only the tenant's tokens (``json_each(?)``: the rows
+# being ranked, as a JSON array). A token's instances come in row order, one per occurrence.
+_POSTINGS = ("SELECT i.doc, z.sz FROM {t}_fts_i i CROSS JOIN {t}_fts_docsize z ON z.id = i.doc "
+             "WHERE i.term = ?")
 # Rows holding one of the other tokens and no essential one, newest first: FTS5 walks the
 # doclists from their ends in C and stops after ``LIMIT`` rows.
-_NEWEST = "SELECT rowid FROM {t}_fts WHERE {t}_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-# The other tokens' instances in the ranked rows only (their doclists are walked in C; no
-# row of theirs outside the ranked ones comes back to Python).
-_INSTANCES_IN = ("SELECT term, doc FROM {t}_fts_i WHERE term IN ({marks}) "
-                 "AND doc IN (SELECT value FROM json_each(?))")
-_SIZES = "SELECT id, sz FROM {t}_fts_docsize WHERE id IN (SELECT value FROM json_each(?))"
+_NEWEST = ("SELECT f.rowid, z.sz FROM (SELECT rowid FROM {t}_fts WHERE {t}_fts MATCH ? "
+           "ORDER BY rowid DESC LIMIT ?) f CROSS JOIN {t}_fts_docsize z ON z.id = f.rowid")
+# An other token's instances in the ranked rows only (its doclist is walked in C; no row
+# outside the ranked ones comes back to Python), and its document frequency.
+_POSTINGS_IN = ("SELECT doc FROM {t}_fts_i WHERE term = ? "
+                "AND doc IN (SELECT value FROM json_each(?))")
+_DF = "SELECT doc FROM {t}_fts_v WHERE term = ?"
 
 
 def _phrases(tokens: Sequence[str]) -> str:
@@ -182,8 +182,9 @@ def _phrases(tokens: Sequence[str]) -> str:
     return "(" + " OR ".join(f'"{t}"' for t in tokens) + ")"
 
 
-def _marks(values: Sequence[str]) -> str:
-    return ",".join("?" * len(values))
+def _idf(rows: int, df: int) -> float:
+    idf = math.log((rows - df + 0.5) / (df + 0.5))
+    return idf if idf > 0 else MIN_IDF  # as FTS5 floors it
 
 
 def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
@@ -193,39 +194,48 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
     only other terms, by bm25 over those. Ties: newest first (FTS5 would put the oldest
     first; for a memory the newer of two equal matches is the likelier answer).
 
-    bm25 is FTS5's (k1 1.2, b 0.75, idf floored at 1e-6) with the tenant's N and average
-    length (``fts_stats``) and the tenant's document frequencies (``_v``: a token is the
-    tenant's own); term frequencies are counted from the instances of the ranked rows."""
+    bm25 is computed as FTS5 computes it (k1 1.2, b 0.75, idf floored at 1e-6, the same
+    arithmetic) but with the tenant's N and average length (``fts_stats``) and the tenant's
+    document frequencies (a token is the tenant's own): an essential token's from its
+    instances, an other token's from ``_v``. Only the ranked rows come back to Python."""
     by_word = word_tokens(tenant, (*plan.essential, *plan.other))
     essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
     others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
     rows, total = fts_index.tenant_stats(conn, table, tenant)
     if rows <= 0 or not (essential or others):
         return []
-    tf: Counter[tuple[str, int]] = Counter()
-    if essential:
-        tf.update(conn.execute(_INSTANCES.format(t=table, marks=_marks(essential)),
-                               essential).fetchall())
-    first = {doc for _, doc in tf}
-    ranked = set(first)
+    size: dict[int, bytes] = {}  # ranked row -> its _docsize value
+    found: list[tuple[float, dict[int, int]]] = []  # per token: idf, {row: tf}
+    for token in essential:
+        tfs: dict[int, int] = {}
+        for doc, sz in conn.execute(_POSTINGS.format(t=table), (token,)):
+            tfs[doc] = tfs.get(doc, 0) + 1
+            size[doc] = sz
+        found.append((_idf(rows, len(tfs)), tfs))
+    first = set(size)
     if others and window > 0:
         match = _phrases(others) + (f" NOT {_phrases(essential)}" if essential else "")
-        ranked.update(r[0] for r in conn.execute(_NEWEST.format(t=table), (match, window)))
-    if not ranked:
+        size.update(conn.execute(_NEWEST.format(t=table), (match, window)))
+    if not size:
         return []
-    docs = json.dumps(sorted(ranked))
     if others:
-        tf.update(conn.execute(_INSTANCES_IN.format(t=table, marks=_marks(others)),
-                               (*others, docs)).fetchall())
-    searched = [*essential, *others]
-    idf = {tok: max(math.log((rows - n + 0.5) / (n + 0.5)), MIN_IDF) for tok, n in
-           conn.execute(_DFS.format(t=table, marks=_marks(searched)), searched)}
+        docs = json.dumps(list(size))
+        for token in others:
+            tfs = {}
+            for (doc,) in conn.execute(_POSTINGS_IN.format(t=table), (token, docs)):
+                tfs[doc] = tfs.get(doc, 0) + 1
+            df = conn.execute(_DF.format(t=table), (token,)).fetchone()
+            found.append((_idf(rows, int(df[0]) if df else 0), tfs))
     avgdl = total / rows if total > 0 else 1.0
-    norm = {doc: K1 * (1 - B + B * fts_index.doc_length(size) / avgdl)
-            for doc, size in conn.execute(_SIZES.format(t=table), (docs,))}
+    norms: dict[bytes, float] = {}  # _docsize value -> its length term (few distinct)
     score: dict[int, float] = {}
-    for (tok, doc), n in tf.items():
-        score[doc] = score.get(doc, 0.0) + idf[tok] * n * (K1 + 1) / (n + norm[doc])
+    for idf, tfs in found:
+        for doc, n in tfs.items():
+            sz = size[doc]
+            norm = norms.get(sz)
+            if norm is None:
+                norm = norms[sz] = K1 * (1 - B + B * fts_index.doc_length(sz) / avgdl)
+            score[doc] = score.get(doc, 0.0) + idf * (n * (K1 + 1) / (n + norm))
     return sorted(score, key=lambda doc: (doc not in first, -score[doc], -doc))
 
 
