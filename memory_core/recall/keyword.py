@@ -163,8 +163,9 @@ def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tup
 
 # What a search reads, each statement only the tenant's tokens (``json_each(?)``: the rows
 # being ranked, as a JSON array). A token's instances come in row order, one per occurrence.
-_POSTINGS = ("SELECT i.doc, z.sz FROM {t}_fts_i i CROSS JOIN {t}_fts_docsize z ON z.id = i.doc "
-             "WHERE i.term = ?")
+_POSTINGS = ("WITH q(n, tok) AS (VALUES {values}) SELECT q.n, i.doc, z.sz FROM q "
+             "CROSS JOIN {t}_fts_i i ON i.term = q.tok "
+             "CROSS JOIN {t}_fts_docsize z ON z.id = i.doc")
 # Rows holding one of the other tokens and no essential one, newest first: FTS5 walks the
 # doclists from their ends in C and stops after ``LIMIT`` rows.
 _NEWEST = ("SELECT f.rowid, z.sz FROM (SELECT rowid FROM {t}_fts WHERE {t}_fts MATCH ? "
@@ -206,12 +207,14 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
         return []
     size: dict[int, bytes] = {}  # ranked row -> its _docsize value
     found: list[tuple[float, dict[int, int]]] = []  # per token: idf, {row: tf}
-    for token in essential:
-        tfs: dict[int, int] = {}
-        for doc, sz in conn.execute(_POSTINGS.format(t=table), (token,)):
+    if essential:  # one statement: a feedback round searches tens of tokens
+        per_token: list[dict[int, int]] = [{} for _ in essential]
+        values = ",".join(f"({i}, ?)" for i in range(len(essential)))
+        for n, doc, sz in conn.execute(_POSTINGS.format(t=table, values=values), essential):
+            tfs = per_token[n]
             tfs[doc] = tfs.get(doc, 0) + 1
             size[doc] = sz
-        found.append((_idf(rows, len(tfs)), tfs))
+        found += [(_idf(rows, len(tfs)), tfs) for tfs in per_token]
     first = set(size)
     if others and window > 0:
         match = _phrases(others) + (f" NOT {_phrases(essential)}" if essential else "")
@@ -221,11 +224,11 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
     if others:
         docs = json.dumps(list(size))
         for token in others:
-            tfs = {}
+            in_ranked: dict[int, int] = {}
             for (doc,) in conn.execute(_POSTINGS_IN.format(t=table), (token, docs)):
-                tfs[doc] = tfs.get(doc, 0) + 1
+                in_ranked[doc] = in_ranked.get(doc, 0) + 1
             df = conn.execute(_DF.format(t=table), (token,)).fetchone()
-            found.append((_idf(rows, int(df[0]) if df else 0), tfs))
+            found.append((_idf(rows, int(df[0]) if df else 0), in_ranked))
     avgdl = total / rows if total > 0 else 1.0
     norms: dict[bytes, float] = {}  # _docsize value -> its length term (few distinct)
     score: dict[int, float] = {}
