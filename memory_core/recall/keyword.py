@@ -2,16 +2,18 @@
 
 The FTS5 indexes hold every token in its tenant's namespace (``memory_core.db.fts``), so a
 term's postings are the tenant's matches and nothing else: no other tenant's row is walked,
-and none can change a tenant's ranking. bm25 is computed here, as FTS5 computes it (k1 1.2,
-b 0.75, idf floored at 1e-6), but from the tenant's N, average length and document
-frequencies: the postings and term frequencies come from the index's ``fts5vocab``
-instance view, the lengths from its ``_docsize`` table, N and the total length from
-``fts_stats``. FTS5's own ``bm25()`` would take N and the average length from the whole
-index, that is from every tenant.
+and none can change a tenant's ranking. bm25 is computed here as FTS5 computes it (k1 1.2,
+b 0.75, idf floored at 1e-6, the same arithmetic) but from the tenant's N, average length
+(``fts_stats``) and document frequencies; FTS5's own ``bm25()`` would take N and the
+average length from the whole index, that is from every tenant.
 
 The work is bounded by ``plan_terms`` (at most about ``rank_budget`` rows ranked exactly; a
 term in ``common_df`` rows or more, or in ``local_fraction`` of the tenant's rows, is left
-out). Every statement is a fixed string with bound parameters.
+out), and only the ranked rows reach Python (``ranked_ids``): the rare terms' instances
+with their lengths, and the newest rows matching only the common terms, which FTS5 finds
+in C; a common term's other matches are walked in C and counted there. Every statement is
+a fixed string with bound parameters (an FTS5 expression is bound too, made of the
+tenant's tokens, which are letters and digits only).
 """
 
 from __future__ import annotations
