@@ -4,7 +4,8 @@ among many tenants (a script).
 Example:
     .venv/bin/python bench/recall_scale.py
     .venv/bin/python bench/recall_scale.py --sizes 10000,100000 --queries 300
-    .venv/bin/python bench/recall_scale.py --sizes '' --many 1000x1000,10x100000
+    .venv/bin/python bench/recall_scale.py --sizes '' --many 1000x1000,10x100000 \
+        --cache /tmp/mnemo-scale-cache
 
 For each size it generates one tenant's memory straight into a fresh state db (4 episodes,
 each with its raw turn, for every belief; chat-like texts of 6-60 words drawn from a
@@ -24,6 +25,16 @@ TENANTS - 1 other tenants of as many memories each (every tenant drawing from th
 vocabulary, written a batch per tenant in turn), once alone in its own store; the two are
 timed in turn in fresh processes, ``--rounds`` times each, and the table gives both and
 their ratio (shared / alone).
+
+Each recall is timed in wall time and in the process's CPU time (``time.process_time``: on a
+shared, loaded machine the wall time mostly measures the wait for a core), and its
+``keyword_ms`` (``timings_ms``) is kept; the tables give p50 and p95 of each.
+
+``--cache DIR``: a generated store is kept in ``DIR/<kind>-<parameters>-g<generator
+version>`` and reused by later runs (only pending migrations are applied): generating a
+million memories took 2 minutes on a quiet machine and over an hour on a busy
+one. The tables say "(cached)" when a store was reused; its generate time is the one
+recorded when it was built.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import functools
 import json
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -211,6 +223,30 @@ def generate(settings: Settings, size: int, seed: int = GENERATE_SEED,
     return time.perf_counter() - started
 
 
+GENERATOR_VERSION = 1  # bumped when ``generate`` would write other memories
+
+
+def built_store(cache: Path | None, key: str, build: Any) -> tuple[Path, float, bool]:
+    """A generated store for ``key``: (its data dir, seconds taken to build it, whether it
+    came from ``cache``). Without ``cache`` it is built in a fresh temporary directory (the
+    caller removes it); with one, built once into ``cache/key`` and reused by later runs,
+    which only apply pending migrations (``mnemo db migrate``), never regenerate."""
+    if cache is None:
+        tmp = Path(tempfile.mkdtemp(prefix="mnemo-scale-"))
+        return tmp, build(Settings.from_env({}, data_dir=tmp, log_level="error")), False
+    target = cache / f"{key}-g{GENERATOR_VERSION}"
+    if (target / "BUILT").exists():
+        migrate_stores(Settings.from_env({}, data_dir=target, log_level="error"))
+        return target, float((target / "BUILT").read_text()), True
+    partial = cache / f"{key}-g{GENERATOR_VERSION}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    seconds = build(Settings.from_env({}, data_dir=partial, log_level="error"))
+    (partial / "BUILT").write_text(f"{seconds:.1f}")
+    partial.rename(target)  # a crash mid-build leaves only the .partial, rebuilt next time
+    return target, seconds, False
+
+
 def _dt(epoch: int) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
@@ -229,7 +265,8 @@ def cpu_reference_ms(repeats: int = 15) -> float:
 
 
 def measure(data_dir: str, queries: int) -> dict:
-    """Runs in a fresh process: open Memory, warm up, time ``queries`` recalls."""
+    """Runs in a fresh process: open Memory, warm up, time ``queries`` recalls (wall and
+    this process's CPU time, and the keyword search's share from ``timings_ms``)."""
     from memory_core import Memory
 
     settings = Settings.from_env({}, data_dir=Path(data_dir), log_level="error",
@@ -239,15 +276,22 @@ def measure(data_dir: str, queries: int) -> dict:
     configure_logging(settings)
     texts = Texts(99, vocabulary_seed=GENERATE_SEED)  # questions use the stored words
     qs = [texts.question() for _ in range(queries + WARM_UP)]
-    times = []
+    times, cpu, keyword = [], [], []
     with Memory.open(settings) as mem:
         for i, q in enumerate(qs):
-            t = time.perf_counter()
-            mem.recall(q, tenant=TENANT)
+            t, c = time.perf_counter(), time.process_time()
+            result = mem.recall(q, tenant=TENANT)
             if i >= WARM_UP:  # the first calls warm the page cache and the statements
                 times.append((time.perf_counter() - t) * 1000)
-    q = statistics.quantiles(times, n=100, method="inclusive")
-    return {"p50_ms": round(q[49], 2), "p95_ms": round(q[94], 2),
+                cpu.append((time.process_time() - c) * 1000)
+                keyword.append(result.timings_ms.get("keyword_ms", 0.0))
+
+    def pct(values: list[float], n: int) -> float:
+        return round(statistics.quantiles(values, n=100, method="inclusive")[n - 1], 2)
+
+    return {"p50_ms": pct(times, 50), "p95_ms": pct(times, 95),
+            "cpu_p50_ms": pct(cpu, 50), "cpu_p95_ms": pct(cpu, 95),
+            "keyword_p50_ms": pct(keyword, 50), "keyword_p95_ms": pct(keyword, 95),
             "cpu_ref_ms": cpu_reference_ms(),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
@@ -258,27 +302,35 @@ def _measure_in_child(data_dir: str, queries: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _med(rounds: list[dict], key: str) -> float:
+    return round(statistics.median(r[key] for r in rounds), 2)
+
+
 def _single(sizes: list[int], args: argparse.Namespace) -> list[dict]:
     rows = []
-    print("| memories | generate s | db MB | recall p50 ms | recall p95 ms | p95 of each round "
-          "| CPU reference ms | peak RSS MB |")
-    print("|---:|---:|---:|---:|---:|---|---:|---:|")
+    print("| memories | generate s | db MB | recall p50 ms | recall p95 ms | CPU p50 / p95 ms "
+          "| keyword p50 / p95 ms | p95 of each round | CPU reference ms | peak RSS MB |")
+    print("|---:|---:|---:|---:|---:|---|---|---|---:|---:|")
     for size in sizes:
-        with tempfile.TemporaryDirectory(prefix="mnemo-scale-") as tmp:
-            settings = Settings.from_env({}, data_dir=Path(tmp), log_level="error")
-            gen_s = generate(settings, size)
-            db_mb = settings.state_db_path.stat().st_size / 2**20
-            rounds = [_measure_in_child(tmp, args.queries) for _ in range(args.rounds)]
-        res = {"memories": size, "generate_s": round(gen_s, 1), "db_mb": round(db_mb, 1),
-               "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
-               "p95_ms": statistics.median(r["p95_ms"] for r in rounds),
+        data, gen_s, cached = built_store(args.cache, f"single-{size}",
+                                          functools.partial(generate, size=size))
+        try:
+            db_mb = (data / "memory_state.db").stat().st_size / 2**20
+            rounds = [_measure_in_child(str(data), args.queries) for _ in range(args.rounds)]
+        finally:
+            if args.cache is None:
+                shutil.rmtree(data, ignore_errors=True)
+        res = {"memories": size, "generate_s": round(gen_s, 1), "cached": cached,
+               "db_mb": round(db_mb, 1),
+               **{k: _med(rounds, k) for k in rounds[0] if k != "peak_rss_mb"},
                "p95_rounds_ms": [r["p95_ms"] for r in rounds],
-               "cpu_ref_ms": statistics.median(r["cpu_ref_ms"] for r in rounds),
                "peak_rss_mb": max(r["peak_rss_mb"] for r in rounds)}
         rows.append(res)
-        print(f"| {size:,} | {res['generate_s']} | {res['db_mb']} | {res['p50_ms']} | "
-              f"{res['p95_ms']} | {' / '.join(map(str, res['p95_rounds_ms']))} | "
-              f"{res['cpu_ref_ms']} | {res['peak_rss_mb']} |", flush=True)
+        print(f"| {size:,} | {res['generate_s']}{' (cached)' if cached else ''} | "
+              f"{res['db_mb']} | {res['p50_ms']} | {res['p95_ms']} | {res['cpu_p50_ms']} / "
+              f"{res['cpu_p95_ms']} | {res['keyword_p50_ms']} / {res['keyword_p95_ms']} | "
+              f"{' / '.join(map(str, res['p95_rounds_ms']))} | {res['cpu_ref_ms']} | "
+              f"{res['peak_rss_mb']} |", flush=True)
     return rows
 
 
@@ -287,37 +339,47 @@ def _many(specs: list[tuple[int, int]], args: argparse.Namespace) -> list[dict]:
     tenant (the same memories) alone in a store of its own; the two measured in turn, in
     fresh processes, ``--rounds`` times each."""
     rows = []
-    print("| tenants x memories | shared db MB | generate s (shared / alone) | p50 ms shared | "
-          "p50 ms alone | p50 ratio | p95 ms shared | p95 ms alone | p95 ratio "
-          "| p95 of each round (shared; alone) |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| tenants x memories | shared db MB | generate s (shared / alone) | p50 ms shared "
+          "/ alone | p50 ratio | p95 ms shared / alone | p95 ratio | CPU p50 ms shared / "
+          "alone | CPU p50 ratio | keyword p50 ms shared / alone "
+          "| p95 of each round (shared; alone) | CPU reference ms |")
+    print("|---|---:|---|---|---:|---|---:|---|---:|---|---|---:|")
     for n, m in specs:
-        with tempfile.TemporaryDirectory(prefix="mnemo-many-") as shared, \
-                tempfile.TemporaryDirectory(prefix="mnemo-alone-") as alone:
-            cfg = {d: Settings.from_env({}, data_dir=Path(d), log_level="error")
-                   for d in (shared, alone)}
-            gen_shared = generate(cfg[shared], m, others=n - 1, other_size=m)
-            gen_alone = generate(cfg[alone], m)
-            db_mb = cfg[shared].state_db_path.stat().st_size / 2**20
-            got: dict[str, list[dict]] = {shared: [], alone: []}
+        shared, gen_shared, cached_shared = built_store(
+            args.cache, f"many-{n}x{m}",
+            functools.partial(generate, size=m, others=n - 1, other_size=m))
+        alone, gen_alone, cached_alone = built_store(args.cache, f"single-{m}",
+                                                     functools.partial(generate, size=m))
+        try:
+            db_mb = (shared / "memory_state.db").stat().st_size / 2**20
+            got: dict[Path, list[dict]] = {shared: [], alone: []}
             for _ in range(args.rounds):
                 for d in (alone, shared):
-                    got[d].append(_measure_in_child(d, args.queries))
-        med = {d: {q: statistics.median(r[f"{q}_ms"] for r in got[d]) for q in ("p50", "p95")}
-               for d in got}
+                    got[d].append(_measure_in_child(str(d), args.queries))
+        finally:
+            if args.cache is None:
+                shutil.rmtree(shared, ignore_errors=True)
+                shutil.rmtree(alone, ignore_errors=True)
+        med = {d: {k: _med(got[d], k) for k in got[d][0]} for d in got}
         res = {"tenants": n, "memories_per_tenant": m, "shared_db_mb": round(db_mb, 1),
                "generate_s": [round(gen_shared, 1), round(gen_alone, 1)],
+               "cached": [cached_shared, cached_alone],
                "shared": med[shared], "alone": med[alone],
-               "p50_ratio": round(med[shared]["p50"] / med[alone]["p50"], 2),
-               "p95_ratio": round(med[shared]["p95"] / med[alone]["p95"], 2),
+               **{f"{k}_ratio": round(med[shared][f"{k}_ms"] / med[alone][f"{k}_ms"], 2)
+                  for k in ("p50", "p95", "cpu_p50", "cpu_p95")},
                "p95_rounds_ms": {"shared": [r["p95_ms"] for r in got[shared]],
                                  "alone": [r["p95_ms"] for r in got[alone]]}}
         rows.append(res)
-        print(f"| {n:,} x {m:,} | {res['shared_db_mb']} | {gen_shared:.1f} / {gen_alone:.1f} | "
-              f"{med[shared]['p50']} | {med[alone]['p50']} | {res['p50_ratio']} | "
-              f"{med[shared]['p95']} | {med[alone]['p95']} | {res['p95_ratio']} | "
+        sh, al = med[shared], med[alone]
+        gen = " / ".join(f"{s:.1f}{' (cached)' if c else ''}" for s, c in
+                         ((gen_shared, cached_shared), (gen_alone, cached_alone)))
+        print(f"| {n:,} x {m:,} | {res['shared_db_mb']} | {gen} | {sh['p50_ms']} / "
+              f"{al['p50_ms']} | {res['p50_ratio']} | {sh['p95_ms']} / {al['p95_ms']} | "
+              f"{res['p95_ratio']} | {sh['cpu_p50_ms']} / {al['cpu_p50_ms']} | "
+              f"{res['cpu_p50_ratio']} | {sh['keyword_p50_ms']} / {al['keyword_p50_ms']} | "
               f"{' / '.join(map(str, res['p95_rounds_ms']['shared']))}; "
-              f"{' / '.join(map(str, res['p95_rounds_ms']['alone']))} |", flush=True)
+              f"{' / '.join(map(str, res['p95_rounds_ms']['alone']))} | "
+              f"{sh['cpu_ref_ms']} / {al['cpu_ref_ms']} |", flush=True)
     return rows
 
 
@@ -332,6 +394,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=5,
                    help="fresh processes timed per size; the table gives their medians")
     p.add_argument("--json-out", type=Path, default=None)
+    p.add_argument("--cache", type=Path, default=None,
+                   help="keep each generated store in DIR/<parameters> and reuse it in later "
+                        "runs (pending migrations are applied; delete the directory to "
+                        "regenerate), e.g. /tmp/mnemo-scale-cache")
     p.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the child process
     args = p.parse_args(argv)
     if args.measure:

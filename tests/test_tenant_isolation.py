@@ -143,6 +143,45 @@ def test_keyword_search_is_fts5_bm25_over_the_tenants_rows_alone(seeded) -> None
     assert not math.isclose(scores[got[0]], scores[got[-1]])
 
 
+def _alone_bm25(db: Any, tenant: str, words: tuple[str, ...]) -> dict[int, float]:
+    """FTS5's own bm25 of every row of an index holding only ``tenant``'s episodes."""
+    alone = sqlite_module().connect(":memory:")
+    alone.execute("CREATE VIRTUAL TABLE x USING fts5(text, tokenize='ascii')")
+    alone.executemany("INSERT INTO x (rowid, text) VALUES (?, ?)", [
+        (r[0], fts.index_text(tenant, r[1])) for r in db.conn.execute(
+            "SELECT id, text FROM episodes WHERE tenant = ?", (tenant,))])
+    return dict(alone.execute("SELECT rowid, bm25(x) FROM x WHERE x MATCH ?",
+                              (fts.match(tenant, *words),)).fetchall())
+
+
+def test_rare_and_common_terms_rank_as_fts5_over_the_tenants_rows_alone(seeded) -> None:
+    """With essential and other terms: every row holding an essential term, by FTS5's bm25
+    over all the terms (the other terms' frequencies counted in those rows only, their
+    document counts over all the tenant's rows), then the newest ``window`` rows holding
+    only other terms, by the same bm25."""
+    seeder, db = seeded
+    for i in range(40):  # "porto" and "friday" common, "kayak" and "violin" rare
+        words = ["porto"] * (1 + i % 3) + ["friday"] * (i % 2) + ["kayak"] * (i % 9 == 0) + [
+            "violin"] * (i % 13 == 0) + ["word"] * (i % 5)
+        seeder.turn("acme", " ".join(words) + f" {i}")
+    seeder.tenant("crowd")
+    for i in range(50):
+        seeder.turn("crowd", f"kayak porto friday violin {i}")
+    plan = keyword.TermPlan(("kayak", "violin"), ("porto", "friday"))
+    window = 7
+    got = keyword.ranked_ids(db.conn, "episodes", "acme", plan, window)
+
+    scores = _alone_bm25(db, "acme", ("kayak", "violin", "porto", "friday"))  # negative
+    rare = set(_alone_bm25(db, "acme", ("kayak", "violin")))
+    fill = sorted(set(scores) - rare, reverse=True)[:window]
+    assert len(rare) == 8 and len(fill) == window and len(got) == len(rare) + window
+    assert set(got[:len(rare)]) == rare and set(got[len(rare):]) == set(fill)
+    for part in (got[:len(rare)], got[len(rare):]):  # by score (ties aside), best first
+        expected = sorted(round(scores[i], 9) for i in part)
+        assert [round(scores[i], 9) for i in part] == expected
+    assert len({round(scores[i], 9) for i in got[:len(rare)]}) > 3
+
+
 def test_a_search_reads_only_the_tenants_postings(seeded) -> None:
     seeder, db = seeded
     seeder.turn("acme", "the kayak in Lisbon")

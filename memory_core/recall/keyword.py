@@ -2,20 +2,24 @@
 
 The FTS5 indexes hold every token in its tenant's namespace (``memory_core.db.fts``), so a
 term's postings are the tenant's matches and nothing else: no other tenant's row is walked,
-and none can change a tenant's ranking. bm25 is computed here, as FTS5 computes it (k1 1.2,
-b 0.75, idf floored at 1e-6), but from the tenant's N, average length and document
-frequencies: the postings and term frequencies come from the index's ``fts5vocab``
-instance view, the lengths from its ``_docsize`` table, N and the total length from
-``fts_stats``. FTS5's own ``bm25()`` would take N and the average length from the whole
-index, that is from every tenant.
+and none can change a tenant's ranking. bm25 is computed here as FTS5 computes it (k1 1.2,
+b 0.75, idf floored at 1e-6, the same arithmetic) but from the tenant's N, average length
+(``fts_stats``) and document frequencies; FTS5's own ``bm25()`` would take N and the
+average length from the whole index, that is from every tenant.
 
 The work is bounded by ``plan_terms`` (at most about ``rank_budget`` rows ranked exactly; a
 term in ``common_df`` rows or more, or in ``local_fraction`` of the tenant's rows, is left
-out). Every statement is a fixed string with bound parameters.
+out), and only the ranked rows reach Python (``ranked_ids``): the rare terms' instances
+with their lengths, and the newest rows matching only the common terms, which FTS5 finds
+in C; a common term's other matches are walked in C and counted there. Every statement is
+a fixed string with bound parameters (an FTS5 expression is bound too, made of the
+tenant's tokens, which are letters and digits only).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -161,62 +165,88 @@ def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tup
                     tuple(t for t in terms if t in kept and t not in chosen))
 
 
-# A row's length in tokens, from its FTS5 ``_docsize`` value (one column: one SQLite
-# varint, read from its hex digits; a row of 2 million tokens or more would need a 4th byte).
-_HEX = "'0123456789ABCDEF'"
-_BYTE = ("((instr({h}, substr(hex(z.sz), {i}, 1)) - 1) * 16 + "
-         "instr({h}, substr(hex(z.sz), {j}, 1)) - 1)")
-_B0, _B1, _B2 = (_BYTE.format(h=_HEX, i=2 * n + 1, j=2 * n + 2) for n in range(3))
-_LENGTH = (f"(CASE length(z.sz) WHEN 1 THEN {_B0} WHEN 2 THEN (({_B0} & 127) << 7) | {_B1} "
-           f"ELSE (({_B0} & 127) << 14) | (({_B1} & 127) << 7) | {_B2} END)")
+# What a search reads, each statement only the tenant's tokens (``json_each(?)``: the rows
+# being ranked, as a JSON array). A token's instances come in row order, one per occurrence.
+_POSTINGS = ("WITH q(n, tok) AS (VALUES {values}) SELECT q.n, i.doc, z.sz FROM q "
+             "CROSS JOIN {t}_fts_i i ON i.term = q.tok "
+             "CROSS JOIN {t}_fts_docsize z ON z.id = i.doc")
+# Rows holding one of the other tokens and no essential one, newest first: FTS5 walks the
+# doclists from their ends in C and stops after ``LIMIT`` rows.
+_NEWEST = ("SELECT f.rowid, z.sz FROM (SELECT rowid FROM {t}_fts WHERE {t}_fts MATCH ? "
+           "ORDER BY rowid DESC LIMIT ?) f CROSS JOIN {t}_fts_docsize z ON z.id = f.rowid")
+# An other token's instances in the ranked rows only (its doclist is walked in C; no row
+# outside the ranked ones comes back to Python), and its document frequency.
+_POSTINGS_IN = ("SELECT doc FROM {t}_fts_i WHERE term = ? "
+                "AND doc IN (SELECT value FROM json_each(?))")
+_DF = "SELECT doc FROM {t}_fts_v WHERE term = ?"
 
-# bm25 of every row of the tenant holding one of the searched tokens (``q``: token, whether
-# it is essential): term frequencies from the tokens' instances (``_i``), document counts
-# from those, lengths from ``_docsize``; N (?1) and the average length (?2) are parameters.
-_SCORED = """
-WITH q(tok, ess) AS (VALUES {values}),
-p AS MATERIALIZED (SELECT q.tok AS tok, q.ess AS ess, i.doc AS doc, count(*) AS tf
-  FROM q CROSS JOIN {t}_fts_i i ON i.term = q.tok GROUP BY q.tok, i.doc),
-w AS MATERIALIZED (SELECT tok, max(ln((?1 - count(*) + 0.5) / (count(*) + 0.5)), {min_idf})
-  AS idf FROM p GROUP BY tok),
-s AS MATERIALIZED (SELECT p.doc AS doc, max(p.ess) AS ess,
-    sum(w.idf * p.tf * ({k1} + 1) / (p.tf + {k1} * (1 - {b} + {b} * {length} / ?2))) AS score
-  FROM p JOIN w ON w.tok = p.tok JOIN {t}_fts_docsize z ON z.id = p.doc GROUP BY p.doc)
-"""
-# Every row matching an essential token, by score; ties newest first (FTS5 would put the
-# oldest first; for a memory the newer of two equal matches is the likelier answer).
-_RANKED = "SELECT doc FROM s ORDER BY score DESC, doc DESC"
-# The same, then the newest ?3 rows matching only other tokens, by score.
-_RANKED_AND_FILL = """SELECT doc FROM (
-  SELECT doc, score, 0 AS part FROM s WHERE ess
-  UNION ALL SELECT doc, score, 1 FROM (
-    SELECT doc, score FROM s WHERE NOT ess ORDER BY doc DESC LIMIT ?3))
-ORDER BY part, score DESC, doc DESC"""
+
+def _phrases(tokens: Sequence[str]) -> str:
+    """An FTS5 expression for any of ``tokens`` (letters and digits only: quoting is
+    enough)."""
+    return "(" + " OR ".join(f'"{t}"' for t in tokens) + ")"
+
+
+def _idf(rows: int, df: int) -> float:
+    idf = math.log((rows - df + 0.5) / (df + 0.5))
+    return idf if idf > 0 else MIN_IDF  # as FTS5 floors it
 
 
 def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
                window: int) -> list[int]:
     """The tenant's rows matching ``plan``, best first: every row matching an essential term
     by bm25 over all the plan's terms, then (the best of) the newest ``window`` rows matching
-    only other terms, by bm25 over those."""
+    only other terms, by bm25 over those. Ties: newest first (FTS5 would put the oldest
+    first; for a memory the newer of two equal matches is the likelier answer).
+
+    bm25 is computed as FTS5 computes it (k1 1.2, b 0.75, idf floored at 1e-6, the same
+    arithmetic) but with the tenant's N and average length (``fts_stats``) and the tenant's
+    document frequencies (a token is the tenant's own): an essential token's from its
+    instances, an other token's from ``_v``. Only the ranked rows come back to Python."""
     by_word = word_tokens(tenant, (*plan.essential, *plan.other))
-    essential = {by_word[w] for w in plan.essential if w in by_word}
-    searched = list(dict.fromkeys(by_word.values()))
-    if not searched:
-        return []
+    essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
+    others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
     rows, total = fts_index.tenant_stats(conn, table, tenant)
-    if rows <= 0:
+    if rows <= 0 or not (essential or others):
         return []
     if is_postgres(conn):  # the same bm25 over the Postgres primary's postings
-        return pg_fts.ranked_ids(conn, table, searched, essential, rows, total, window,
-                                 k1=K1, b=B, min_idf=MIN_IDF)
-    fill = window > 0 and len(essential) < len(searched)
-    values = ",".join(f"(?{4 + 2 * i}, ?{5 + 2 * i})" for i in range(len(searched)))
-    sql = _SCORED.format(values=values, t=table, k1=K1, b=B, min_idf=MIN_IDF,
-                         length=_LENGTH) + (_RANKED_AND_FILL if fill else _RANKED)
-    params = [rows, total / rows if total > 0 else 1.0, max(0, window),
-              *(p for t in searched for p in (t, int(t in essential)))]
-    return [r[0] for r in conn.execute(sql, params)]
+        return pg_fts.ranked_ids(conn, table, [*essential, *others], set(essential), rows,
+                                 total, window, k1=K1, b=B, min_idf=MIN_IDF)
+    size: dict[int, bytes] = {}  # ranked row -> its _docsize value
+    found: list[tuple[float, dict[int, int]]] = []  # per token: idf, {row: tf}
+    if essential:  # one statement: a feedback round searches tens of tokens
+        per_token: list[dict[int, int]] = [{} for _ in essential]
+        values = ",".join(f"({i}, ?)" for i in range(len(essential)))
+        for n, doc, sz in conn.execute(_POSTINGS.format(t=table, values=values), essential):
+            tfs = per_token[n]
+            tfs[doc] = tfs.get(doc, 0) + 1
+            size[doc] = sz
+        found += [(_idf(rows, len(tfs)), tfs) for tfs in per_token]
+    first = set(size)
+    if others and window > 0:
+        match = _phrases(others) + (f" NOT {_phrases(essential)}" if essential else "")
+        size.update(conn.execute(_NEWEST.format(t=table), (match, window)))
+    if not size:
+        return []
+    if others:
+        docs = json.dumps(list(size))
+        for token in others:
+            in_ranked: dict[int, int] = {}
+            for (doc,) in conn.execute(_POSTINGS_IN.format(t=table), (token, docs)):
+                in_ranked[doc] = in_ranked.get(doc, 0) + 1
+            df = conn.execute(_DF.format(t=table), (token,)).fetchone()
+            found.append((_idf(rows, int(df[0]) if df else 0), in_ranked))
+    avgdl = total / rows if total > 0 else 1.0
+    norms: dict[bytes, float] = {}  # _docsize value -> its length term (few distinct)
+    score: dict[int, float] = {}
+    for idf, tfs in found:
+        for doc, n in tfs.items():
+            sz = size[doc]
+            norm = norms.get(sz)
+            if norm is None:
+                norm = norms[sz] = K1 * (1 - B + B * fts_index.doc_length(sz) / avgdl)
+            score[doc] = score.get(doc, 0.0) + idf * (n * (K1 + 1) / (n + norm))
+    return sorted(score, key=lambda doc: (doc not in first, -score[doc], -doc))
 
 
 def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
