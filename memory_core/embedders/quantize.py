@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -65,6 +66,8 @@ def int8_model_dir(source_dir: Path, model_file: str, cache_dir: Path) -> Path:
                     and item.name != "SHA256SUMS":
                 shutil.copyfile(item, work / item.name)
         (work / model_file).parent.mkdir(parents=True, exist_ok=True)
+        root = logging.getLogger()
+        root.addFilter(_no_preprocess_hint)
         try:
             quantize_dynamic(str(source), str(work / model_file), per_channel=True,
                              weight_type=quant_type.QInt8)
@@ -73,6 +76,8 @@ def int8_model_dir(source_dir: Path, model_file: str, cache_dir: Path) -> Path:
                 f"quantizing {source} to int8 failed ({type(e).__name__}: {e}): unset "
                 "MNEMO_EMBED_QUANTIZE to use the fp32 model"
             ) from e
+        finally:
+            root.removeFilter(_no_preprocess_hint)
         try:
             work.rename(target)
         except OSError:  # another process renamed its complete copy first: use that one
@@ -83,6 +88,12 @@ def int8_model_dir(source_dir: Path, model_file: str, cache_dir: Path) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _no_preprocess_hint(record: logging.LogRecord) -> bool:
+    """Drop the quantizer's advice to pre-process the model (shape inference for static
+    quantization; nothing an operator can act on here)."""
+    return not str(record.msg).startswith("Please consider to run pre-processing")
 
 
 def _quantizer() -> tuple[Any, Any]:
