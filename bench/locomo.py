@@ -54,6 +54,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--embedder", choices=("hash", "fastembed"), default="hash")
     p.add_argument("--model-path", type=Path, default=None)
+    p.add_argument("--quantize", choices=("none", "int8"), default="none",
+                   help="fastembed: MNEMO_EMBED_QUANTIZE (int8 needs --model-path)")
     p.add_argument("--strategy", default="default", help="recall preset name")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
                    help="override a strategy field, e.g. --set feedback_rank_budget=2000 "
@@ -71,6 +73,7 @@ def _settings(args: argparse.Namespace, data_dir: Path) -> Settings:
         kw["embed_model"] = MODEL_NAME
         if args.model_path:
             kw["embed_model_path"] = args.model_path.resolve()
+        kw["embed_quantize"] = args.quantize
     return Settings.from_env({}, **kw)
 
 

@@ -3,6 +3,7 @@
 Example:
     .venv/bin/python bench/pipeline.py --text locomo --embedders fastembed,hash
     .venv/bin/python bench/pipeline.py --text locomo --embedders fastembed --windows 5,0
+    .venv/bin/python bench/pipeline.py --text locomo --embedders fastembed --quantize none,int8
     .venv/bin/python bench/pipeline.py --text generated --turns 10000 --brokers embedded,redis
 
 For each broker x embedder x batching window: a fresh data directory, a real worker pool
@@ -29,11 +30,16 @@ Redis runs under a namespace of its own, deleted afterwards.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
+import json
 import os
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -122,22 +128,49 @@ def _wait(state: Any, broker: Any, turns: int, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def _settings(tmp: str, broker: str, embedder: str, window_ms: int,
+def _settings(tmp: str, broker: str, embedder: str, window_ms: int, quantize: str,
               args: argparse.Namespace) -> Settings:
-    kw: dict[str, Any] = {"data_dir": Path(tmp), "log_level": "error", "embedder": embedder,
-                          "embed_batch_window_ms": window_ms,
+    # Info level, JSON: the workers' batching fronts log their batch sizes when they stop
+    # (one summary line per message too: a few percent of a hash turn's CPU, less with a model).
+    kw: dict[str, Any] = {"data_dir": Path(tmp), "log_level": "info", "log_format": "json",
+                          "embedder": embedder, "embed_batch_window_ms": window_ms,
                           "broker_url": args.redis_url if broker == "redis" else None}
     if embedder == "fastembed":
         kw.update(embed_model=MODEL_NAME, embed_model_path=Path(args.model_path).resolve(),
-                  embed_threads=args.embed_threads)
+                  embed_threads=args.embed_threads, embed_quantize=quantize)
     return Settings.from_env({}, **kw)
 
 
-def run(broker_kind: str, embedder: str, window_ms: int, turns: list[dict[str, Any]],
-        tenants: list[str], args: argparse.Namespace) -> dict[str, float]:
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 (this process's and the worker processes' it starts) to ``path``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("wb") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _batch_sizes(log_path: Path) -> Counter[int]:
+    """Texts per embedding batch, summed over the workers' ``embedding_batches`` lines."""
+    sizes: Counter[int] = Counter()
+    for line in log_path.read_text(errors="replace").splitlines():
+        if '"embedding_batches"' in line:
+            sizes.update({int(k): v for k, v in json.loads(line)["batch_sizes"].items()})
+    return sizes
+
+
+def run(broker_kind: str, embedder: str, window_ms: int, quantize: str,
+        turns: list[dict[str, Any]], tenants: list[str],
+        args: argparse.Namespace) -> dict[str, Any]:
     namespace = f"mnemo-bench-{uuid.uuid4().hex[:8]}" if broker_kind == "redis" else "mnemo"
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = _settings(tmp, broker_kind, embedder, window_ms, args)
+    with tempfile.TemporaryDirectory() as tmp, _stderr_to(Path(tmp) / "workers.log"):
+        settings = _settings(tmp, broker_kind, embedder, window_ms, quantize, args)
         configure_logging(settings, force=True)
         migrate_stores(settings)  # as `mnemo db migrate` (the pool's start migrates too)
         state = open_state(settings)
@@ -173,6 +206,7 @@ def run(broker_kind: str, embedder: str, window_ms: int, turns: list[dict[str, A
         rows["audit_log"] = ops.conn.execute("SELECT count(*) FROM audit_log").fetchone()[0]
         ops.close()
         state.close()
+        sizes = _batch_sizes(Path(tmp) / "workers.log")
     if broker_kind == "redis":
         client = redis.Redis.from_url(args.redis_url)
         keys = list(client.scan_iter(match=f"{namespace}:*", count=1000))
@@ -183,7 +217,7 @@ def run(broker_kind: str, embedder: str, window_ms: int, turns: list[dict[str, A
     return {"enqueue_s": enqueued - began, "drain_s": drained - enqueued,
             "total_s": drained - began, "turns_per_s": n / (drained - began),
             "cpu_ms_per_turn": worker_cpu / n * 1000, "chat_cpu_ms_per_turn": chat_cpu / n * 1000,
-            **rows}
+            "batch_sizes": sizes, **rows}
 
 
 def _parse() -> argparse.Namespace:
@@ -198,6 +232,9 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--embed-threads", type=int, default=1,
                         help="onnxruntime threads per worker process (fastembed)")
+    parser.add_argument("--quantize", default="none",
+                        help="fastembed model variants, comma-separated: none (fp32), int8 "
+                             "(MNEMO_EMBED_QUANTIZE)")
     parser.add_argument("--brokers", default="embedded")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--model-path", default=str(MODEL_PATH))
@@ -233,10 +270,20 @@ def main() -> None:
         return
     for kind in args.brokers.split(","):
         for embedder in args.embedders.split(","):
-            for window in (int(w) for w in args.windows.split(",")):
-                r = run(kind, embedder, window, turns, tenants, args)
+            variants = args.quantize.split(",") if embedder == "fastembed" else ["none"]
+            for quantize, window in itertools.product(
+                    variants, (int(w) for w in args.windows.split(","))):
+                r = run(kind, embedder, window, quantize, turns, tenants, args)
                 projected = 2000 / r["cpu_ms_per_turn"]
-                print(f"{kind:8s} {embedder:9s} window {window} ms: "
+                name = f"{embedder}/{quantize}" if quantize != "none" else embedder
+                sizes = r["batch_sizes"]
+                batches = sum(sizes.values())
+                if batches:
+                    mean = sum(k * v for k, v in sizes.items()) / batches
+                    hist = ", ".join(f"{k}: {v}" for k, v in sorted(sizes.items()))
+                    print(f"  texts per embedding batch: mean {mean:.2f} over {batches} "
+                          f"batches ({hist})", flush=True)
+                print(f"{kind:8s} {name:14s} window {window} ms: "
                       f"{r['turns_per_s']:,.1f} turns/s  "
                       f"worker CPU {r['cpu_ms_per_turn']:.2f} ms/turn -> "
                       f"{projected:,.0f} turns/s on 2 free cores  "

@@ -15,14 +15,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from memory_core.db.checkpoint import WalCheckpointer
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder
 from memory_core.embedders.batching import batching_front, close_embedder
 from memory_core.embedders.factory import make_embedder
+from memory_core.extraction.api import candidates_for
 from memory_core.mirrors.outbox import MirrorSink, configured_mirrors, make_sinks
 from memory_core.model.tenants import create_tenant
+from memory_core.model.turns import TurnInput, check_turn
 from memory_core.settings import Settings
 from memory_core.vectors import IndexState, VectorIndex
 
@@ -105,6 +108,20 @@ class WorkerContext:
         close_embedder(self.index.embedder)
         self.state.close()
         self.ops.close()
+
+
+_WARM_TEXT = ("Hi, I'm Sam. I live in Boston and work at Acme as an engineer; my sister "
+              "Maya moved to Denver last May. I love hiking, I'm vegetarian, and I plan to "
+              "visit Lisbon next Friday. We adopted a dog named Rex.")
+
+
+def warm_extractor() -> None:
+    """Run the default extractor once on a sample text: its gate scan and rules compile on
+    first use (about a CPU-second in all), which would otherwise land on the first
+    messages a worker process handles."""
+    candidates_for(None, check_turn(TurnInput(
+        tenant="warm", session_id="warm", turn_uid="warm", speaker="user", text=_WARM_TEXT,
+        occurred_at=datetime(2024, 1, 1, tzinfo=UTC))))
 
 
 class LazyContext:

@@ -41,7 +41,7 @@ from memory_core.errors import MnemoError
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
-from workers.context import LazyContext, WorkerContext
+from workers.context import LazyContext, WorkerContext, warm_extractor
 from workers.middleware import Heartbeats, install_log_redaction, worker_middleware
 
 log = structlog.get_logger("mnemo.worker")
@@ -145,6 +145,7 @@ def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAUL
     try:
         migrate_stores(settings)  # before serving; idempotent, so N processes may all run it
         context.get()  # loads and claims the embedder now, not on the first message
+        warm_extractor()  # and compiles the extractor's common rules (~1 CPU-s) now
     except MnemoError as e:
         log.error("worker_refused", pid=os.getpid(), error=type(e).__name__, reason=str(e))
         sys.exit(1)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +94,7 @@ class BatchingEmbedder(WrappingEmbedder):
         self.batches = 0  # batches run, texts embedded, model calls: logged at close
         self.texts = 0
         self.calls = 0
+        self.sizes: Counter[int] = Counter()  # batches by their number of texts
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in the next batch; see :meth:`Embedder.embed`. Blocks until done."""
@@ -130,7 +131,8 @@ class BatchingEmbedder(WrappingEmbedder):
         if dispatcher is not None and self.batches:  # once, by the close that stopped it
             log.info("embedding_batches", batches=self.batches, texts=self.texts,
                      model_calls=self.calls,
-                     texts_per_batch=round(self.texts / self.batches, 2))
+                     texts_per_batch=round(self.texts / self.batches, 2),
+                     batch_sizes={str(k): v for k, v in sorted(self.sizes.items())})
 
     def _start_dispatcher(self) -> None:
         if self._dispatcher is None or not self._dispatcher.is_alive():
@@ -183,6 +185,7 @@ class BatchingEmbedder(WrappingEmbedder):
                 return
             self.batches += 1
             self.texts += len(unique)
+            self.sizes[len(unique)] += 1
             where = {text: i for i, text in enumerate(unique)}
             for request in batch:
                 request.rows = rows[[where[t] for t in request.texts]]

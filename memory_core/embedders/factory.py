@@ -17,11 +17,15 @@ def make_embedder(settings: Settings) -> Embedder:
         warn_keyword_grade_once(embedder)
         return embedder
     kwargs = {"batch_size": settings.embed_batch_size} if settings.embed_batch_size else {}
+    cache_dir = settings.embed_cache_dir
+    if cache_dir is None and settings.embed_quantize != "none":
+        cache_dir = settings.data_dir / "models"  # the int8 copy of the model
     return FastEmbedEmbedder(
         model_name=settings.embed_model or DEFAULT_MODEL,
         model_path=str(settings.embed_model_path) if settings.embed_model_path else None,
         allow_download=settings.embed_allow_download,
-        cache_dir=str(settings.embed_cache_dir) if settings.embed_cache_dir else None,
+        cache_dir=str(cache_dir) if cache_dir else None,
         threads=settings.embed_threads,
+        quantize=settings.embed_quantize,
         **kwargs,
     )

@@ -7,7 +7,6 @@ fastembed or onnxruntime (both heavy, and not needed by the hash embedder).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import threading
 import time
@@ -19,6 +18,7 @@ import numpy as np
 import structlog
 
 from memory_core.embedders.base import Embedder, check_texts, normalise_rows
+from memory_core.embedders.quantize import INT8, QUANTIZATIONS, file_sha256, int8_model_dir
 from memory_core.errors import ConfigurationError, EmbedderError
 
 log = structlog.get_logger(__name__)
@@ -54,10 +54,15 @@ class FastEmbedEmbedder(Embedder):
     serialised per instance, since onnxruntime already spreads each batch over ``threads``
     cores (default: all).
 
+    ``quantize="int8"`` embeds with an int8 copy of the model file in ``model_path``, made
+    on first load into ``cache_dir`` (``memory_core.embedders.quantize``): cheaper per text,
+    different vectors, so a different ``identity``.
+
     Raises:
         EmbedderError: ``model_path`` does not exist or holds no ONNX file; ``model_name`` is
             empty (at construction); the model cannot be loaded or run (later).
-        ConfigurationError: ``batch_size`` or ``threads`` is not a positive integer.
+        ConfigurationError: ``batch_size`` or ``threads`` is not a positive integer;
+            ``quantize`` is unknown, or ``int8`` without ``model_path`` and ``cache_dir``.
     """
 
     kind: ClassVar[str] = "fastembed"
@@ -71,6 +76,7 @@ class FastEmbedEmbedder(Embedder):
         cache_dir: str | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
+        quantize: str = "none",
     ) -> None:
         if not isinstance(model_name, str) or not model_name.strip():
             raise EmbedderError(
@@ -80,6 +86,15 @@ class FastEmbedEmbedder(Embedder):
         _check_positive("batch_size", batch_size)
         if threads is not None:
             _check_positive("threads", threads)
+        if quantize not in QUANTIZATIONS:
+            raise ConfigurationError(f"fastembed quantization {quantize!r} is unknown: use "
+                                     f"one of {', '.join(QUANTIZATIONS)} (MNEMO_EMBED_QUANTIZE)")
+        if quantize == INT8 and (model_path is None or cache_dir is None):
+            raise ConfigurationError(
+                "MNEMO_EMBED_QUANTIZE=int8 quantizes a local model file: set "
+                "MNEMO_EMBED_MODEL_PATH to the folder of the fp32 ONNX export (and "
+                "MNEMO_EMBED_CACHE_DIR, or a data dir, for the int8 copy)")
+        self.quantize = quantize
         self.model_name = model_name.strip()
         self.allow_download = allow_download
         self.cache_dir = cache_dir
@@ -95,7 +110,9 @@ class FastEmbedEmbedder(Embedder):
     @property
     def identity(self) -> str:
         """``fastembed:<model>:dim=<dim>``, plus ``:path-sha256=<16 hex>`` of the model file
-        when loaded from ``model_path`` (so a different export changes it). Loads the model."""
+        when loaded from ``model_path`` (so a different export changes it), plus
+        ``:int8=<16 hex>`` of the quantized file with ``quantize="int8"`` (so the vectors of
+        the two never mix, nor those of two quantizer versions). Loads the model."""
         self.load()
         return self._identity
 
@@ -170,6 +187,10 @@ class FastEmbedEmbedder(Embedder):
                     f"was exported from ({_DOCS_HINT})"
                 )
             kwargs["specific_model_path"] = str(self.model_path)
+            if self.quantize == INT8:
+                assert self.cache_dir is not None  # checked at construction
+                folder = int8_model_dir(self.model_path, model_file, Path(self.cache_dir))
+                kwargs["specific_model_path"] = str(folder)
         try:
             model = module.TextEmbedding(**kwargs)
             probe = np.asarray(next(iter(model.embed([_PROBE_TEXT], batch_size=1))))
@@ -186,6 +207,9 @@ class FastEmbedEmbedder(Embedder):
         identity = f"fastembed:{canonical}:dim={dim}"
         if self.model_path is not None:
             identity += f":path-sha256={_sha256_prefix(self.model_path / model_file)}"
+            if self.quantize == INT8:
+                used = Path(kwargs["specific_model_path"]) / model_file
+                identity += f":{INT8}={_sha256_prefix(used)}"
         return model, dim, identity
 
     def _description(self, module: Any) -> dict[str, Any]:
@@ -247,8 +271,7 @@ def _checked_model_path(model_path: str, model_name: str) -> Path:
 
 def _sha256_prefix(path: Path) -> str:
     """First 16 hex digits of the file's sha256: identifies the export, not where it lives."""
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()[:16]
+    return file_sha256(path)[:16]
 
 
 def _check_positive(name: str, value: object) -> None:

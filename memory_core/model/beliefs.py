@@ -8,6 +8,7 @@ rows in the same transaction. Subject ``"@speaker"`` is the turn's speaker.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,8 +17,8 @@ from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import Resolution, content_key, normalize_object, render_text
-from memory_core.model.ego_anchor import anchor_text, sync_anchor
-from memory_core.model.entities import HUB, SELF_LABELS, display_name, entity_name, resolve
+from memory_core.model.ego_anchor import ANCHOR_PREDICATE, anchor_text, needs_anchor, sync_anchor
+from memory_core.model.entities import HUB, SELF_LABELS, entity_name, lookup, resolve
 from memory_core.model.hygiene import SPEAKER, check_subject, is_payload_object, normalize_label
 from memory_core.model.predicates import get_predicate
 from memory_core.model.self_hub import NAME_PREDICATE, sync_hub_name
@@ -109,13 +110,32 @@ def subject_label(c: Checked, speaker: str | None) -> str:
     return c.subject
 
 
-def predicted_texts(conn: Connection, tenant: str, c: Checked, speaker: str | None) -> list[str]:
-    """The texts a write of ``c`` will embed (computed before the transaction)."""
-    label = subject_label(c, speaker)
-    name = display_name(conn, tenant, label)
-    hub = entity_name(conn, tenant, HUB)
-    return [render_text(name, c.predicate, c.object_text, c.negated),
-            render_text(hub, "related_to", name)]
+def predicted_texts(conn: Connection, tenant: str,
+                    items: Sequence[tuple[Checked, str | None]]) -> list[str]:
+    """The texts a write of ``items`` (beliefs, each with its turn's speaker) will embed,
+    computed before the transaction: each belief's, and its subject's anchor when the subject
+    will get one (``needs_anchor``, and no belief of ``items`` joins it with the hub). A wrong
+    guess is cheap: a text not prepared is embedded when written, one prepared for nothing is
+    not stored."""
+    linked: set[str] = set()  # labels that a belief of the batch joins with the hub
+    for c, speaker in items:
+        subject, obj = normalize_label(subject_label(c, speaker)), normalize_label(c.object_text)
+        if not c.negated and (subject in SELF_LABELS) != (obj in SELF_LABELS) \
+                and get_predicate(c.predicate).object_kind == "entity" \
+                and not is_payload_object(c.object_text):
+            linked.add(obj if subject in SELF_LABELS else subject)
+    texts: list[str] = []
+    for c, speaker in items:
+        label = subject_label(c, speaker)
+        entity_id = lookup(conn, tenant, label)
+        name = " ".join(label.split()) if entity_id is None \
+            else entity_name(conn, tenant, entity_id)
+        texts.append(render_text(name, c.predicate, c.object_text, c.negated))
+        norm = normalize_label(label)
+        if norm not in SELF_LABELS and norm not in linked and (
+                entity_id is None or needs_anchor(conn, tenant, entity_id)):
+            texts.append(render_text(entity_name(conn, tenant, HUB), ANCHOR_PREDICATE, name))
+    return texts
 
 
 def count_rejection(tx: WriteTx, reason: str) -> None:
@@ -191,10 +211,7 @@ def _after_change(tx: WriteTx, subject_id: str, object_entity_id: str | None,
 def _prepare(conn: Connection, index: VectorIndex, tenant: str,
              items: list[tuple[Checked, str | None]]) -> Embeds:
     embeds = Embeds(index)
-    texts: list[str] = []
-    for c, speaker in items:
-        texts.extend(predicted_texts(conn, tenant, c, speaker))
-    embeds.prepare(texts)
+    embeds.prepare(predicted_texts(conn, tenant, items))
     return embeds
 
 

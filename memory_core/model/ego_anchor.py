@@ -70,6 +70,13 @@ def _decide(conn: Connection, tenant: str,
     return ("moved" if anchor.valid_from != first else None), anchor, first
 
 
+def needs_anchor(conn: Connection, tenant: str, entity_id: str) -> bool:
+    """Whether a new belief about ``entity_id`` would add its anchor: not the hub, no anchor
+    yet, no direct edge with the hub. Read only: what the write path embeds first."""
+    return (entity_id != HUB and _anchor_row(conn, tenant, entity_id) is None
+            and not has_hub_edge(conn, tenant, entity_id))
+
+
 def anchor_action(conn: Connection, tenant: str, entity_id: str) -> str | None:
     """What ``sync_anchor`` would do, read only: ``added``, ``removed``, ``moved`` or None."""
     return _decide(conn, tenant, entity_id)[0]

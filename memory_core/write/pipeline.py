@@ -28,7 +28,7 @@ from memory_core.extraction.api import Extractor, candidates_for, default_extrac
 from memory_core.jobs import applied_key
 from memory_core.model import counts, episodes
 from memory_core.model.beliefs import Checked, apply_in_tx, predicted_texts
-from memory_core.model.ego_anchor import anchor_text, sync_anchor
+from memory_core.model.ego_anchor import anchor_action, anchor_text, sync_anchor
 from memory_core.model.entities import HUB
 from memory_core.model.slots import resolve
 from memory_core.model.tenants import require_tenant
@@ -142,8 +142,7 @@ def _prepare(conn: Connection, index: VectorIndex,
     for t, checked in work:
         if with_episodes:
             texts.append(episodes.episode_text(t.speaker, t.text, t.occurred_at))
-        for c in checked:
-            texts.extend(predicted_texts(conn, t.tenant, c, t.speaker))
+        texts.extend(predicted_texts(conn, t.tenant, [(c, t.speaker) for c in checked]))
     embeds.prepare(texts)
     return embeds
 
@@ -218,7 +217,10 @@ def anchor_turn(state_db: Database, index: VectorIndex, tenant: str, turn_uid: s
     known = {r[0] for r in conn.execute("SELECT entity_id FROM entities WHERE tenant = ?",
                                         (tenant,))}
     subjects = [s for s in subjects if s in known and s != HUB]
-    embeds.prepare(anchor_text(conn, tenant, s) for s in subjects)
+    # Only the anchors to add carry a new text (the extract step's write added them already,
+    # so usually none): a stale guess is embedded when written.
+    embeds.prepare(anchor_text(conn, tenant, s) for s in subjects
+                   if anchor_action(conn, tenant, s) == "added")
     with write_tx(conn, index, tenant, embeds) as tx:
         actions = [sync_anchor(tx, s) for s in subjects]
         # Not an idempotency guard (the re-check is naturally idempotent): the record that
