@@ -142,3 +142,28 @@ def test_at_most_one_active_per_functional_slot() -> None:
 ])
 def test_count_contribution(status, subject, obj, expected) -> None:
     assert count_contribution(status, subject, obj) == expected
+
+
+# (new predicate, new object, new due, old predicate, old object, old due, ends the old one)
+TOPICS = [
+    ("prefers", "mild food", None, "likes", "spicy food", None, True),
+    ("likes", "thai food", None, "prefers", "spicy food", None, True),
+    ("prefers", "mild food", None, "likes", "jazz", None, False),  # another topic
+    ("prefers", "tea", None, "likes", "coffee", None, False),  # no head word to share
+    ("prefers", "mild food", None, "prefers", "mild food", None, False),  # a restatement
+    ("likes", "spicy food", None, "dislikes", "bland food", None, False),  # not a preference
+    ("plans_to", "go to seoul", D4, "plans_to", "go to japan", D4, True),
+    ("plans_to", "go to seoul", D4, "plans_to", "go to japan", D3, False),  # another date
+    ("plans_to", "go to seoul", None, "plans_to", "go to japan", None, False),  # undated
+    ("plans_to", "go to seoul", D4, "plans_to", "finish the deck", D4, False),
+    ("lives_in", "denver", None, "lives_in", "boston", None, False),  # functional: the slot
+]
+
+
+@pytest.mark.parametrize(("new_p", "new_o", "new_due", "old_p", "old_o", "old_due", "ends"),
+                         TOPICS)
+def test_a_replacing_statement_ends_the_same_topic(new_p, new_o, new_due, old_p, old_o,
+                                                   old_due, ends) -> None:
+    from memory_core.model.belief_rules import Stated, replaces_topic
+
+    assert replaces_topic(Stated(new_p, new_o, new_due), Stated(old_p, old_o, old_due)) is ends

@@ -398,3 +398,33 @@ def test_gates_change_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rules.Rule, "may_match", lambda self, present: True)
     assert [extract_heuristic(_turn(t)) for t in texts] == gated
     assert sum(map(len, gated)) > 300  # the comparison covers many beliefs
+
+
+# --- a change of value said without naming the old one (issue 12, item 1) -------------------
+def test_a_bare_title_after_a_new_employer_is_the_new_title() -> None:
+    text = "guess what, I'm with Google now for the summer!! software engineering intern"
+    assert _triples(text) >= {("@speaker", "works_at", "google"),
+                              ("@speaker", "job_title_is", "software engineering intern")}
+
+
+@pytest.mark.parametrize("text", [
+    "Software engineering intern.",  # no employer in the turn: an answer to what?
+    "I work at Google. Nurse practitioner, you said?",  # a question, not a title
+    "I'm with Google now. The nurse was great",  # a sentence about someone else
+])
+def test_a_bare_title_without_an_employer_statement_is_nothing(text: str) -> None:
+    assert not [c for c in extract_heuristic(_turn(text)) if c.predicate == "job_title_is"]
+
+
+@pytest.mark.parametrize(("text", "predicate", "obj", "replaces"), [
+    ("Yeah, I prefer mild food now, my stomach gave up on Sichuan.", "prefers", "mild food",
+     True),
+    ("I prefer mild food.", "prefers", "mild food", False),
+    ("We're going to Seoul in April now, and maybe Busan.", "plans_to", "go to seoul", True),
+    ("We're going to Japan in April, Tokyo and Kyoto.", "plans_to", "go to japan", False),
+    ("These days I love jazz music instead.", "likes", "jazz music", True),
+])
+def test_a_change_marker_makes_a_replacing_statement(text: str, predicate: str, obj: str,
+                                                     replaces: bool) -> None:
+    [cand] = [c for c in extract_heuristic(_turn(text)) if c.predicate == predicate]
+    assert _norm(cand.object) == obj and cand.replaces is replaces and not cand.negated

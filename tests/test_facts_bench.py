@@ -19,11 +19,7 @@ import facts  # the bench's own module, not a package
 
 MIN_TOP3 = 0.9  # current value among the top-3 facts (the target)
 MAX_WRONG_PERSON = 0.05  # another subject's fact of the slot ranked above the right one (target)
-# Target 0. Three questions still show a superseded value, all extraction limits (docs):
-# c04-q4 (the new title "software engineering intern" is never said as a sentence),
-# c08-q1 ("we switched the trip to Seoul" does not close "go to Japan"),
-# c16-q2 ("I prefer mild food now" does not retract "I love spicy food").
-MAX_SUPERSEDED = 3 / 88
+MAX_SUPERSEDED = 0.0  # a superseded value shown as current (the target)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ log read back as dicts."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 from memory_core import Memory
@@ -144,6 +145,18 @@ def test_neighbours_are_the_episodes_next_to_the_best_hits(seeded) -> None:
     assert [c.turn_uids for c in got] == [(uids[1],), (uids[3],)]
     wider = neighbours(conn, scope, top[:1], span=2)
     assert [c.turn_uids for c in wider] == [(uids[1],), (uids[3],), (uids[0],), (uids[4],)]
+    # A neighbour recall already holds is its own object, not read again.
+    pool = {c.key: c for c in got[:1]}
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        again = neighbours(conn, scope, top, span=1, pool=pool)
+    finally:
+        conn.set_trace_callback(None)
+    assert again[0] is got[0] and [c.turn_uids for c in again] == [(uids[1],), (uids[3],)]
+    loads = [q for q in seen if "FROM episodes e NOT INDEXED" in q]
+    [read] = [re.search(r"e\.id IN \(([^)]*)\)", q).group(1) for q in loads]  # type: ignore[union-attr]
+    assert read.split(",") == [str(got[1].row_id)], loads
 
 
 def test_a_helper_thread_changes_nothing_in_the_result(settings, seeded) -> None:

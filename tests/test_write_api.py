@@ -253,3 +253,37 @@ def test_negated_candidate_closes_the_fact(store) -> None:
     put(store, "I", "lives_in", "Berlin", 5, "heuristic", negated=True)
     assert store.conn.execute("SELECT count(*) FROM beliefs WHERE status = 'active' AND "
                               "predicate = 'lives_in'").fetchone()[0] == 0
+
+
+def test_a_replacing_statement_closes_the_older_value_of_its_topic(store) -> None:
+    # "I love spicy food" ... "I prefer mild food now": the old taste ends when the new starts.
+    put(store, "I", "likes", "spicy food", 0, "heuristic")
+    put(store, "I", "likes", "Italian food", 1, "heuristic")
+    put(store, "I", "likes", "jazz", 2, "heuristic")
+    for _ in range(2):  # a replay changes nothing
+        put(store, "I", "prefers", "mild food", 10, "heuristic", replaces=True)
+    assert rows(store, "likes") == {"spicy food": ("superseded", False),
+                                    "Italian food": ("superseded", False),
+                                    "jazz": ("active", True)}
+    assert rows(store, "prefers") == {"mild food": ("active", True)}
+    ended = store.conn.execute("SELECT valid_to FROM beliefs WHERE object_text = 'spicy food' "
+                               "AND negated = 0").fetchone()[0]
+    assert ended.startswith("2024-01-11")
+
+
+def test_a_replacing_plan_closes_the_plan_for_the_same_date_only(store) -> None:
+    april = day(100)
+    put(store, "I", "plans_to", "go to Japan", 0, "heuristic", valid_to=april)
+    put(store, "I", "plans_to", "go to Lisbon", 0, "heuristic", valid_to=day(200))
+    put(store, "I", "plans_to", "finish the deck", 0, "heuristic", valid_to=april)
+    put(store, "I", "plans_to", "go to Seoul", 30, "heuristic", valid_to=april, replaces=True)
+    assert rows(store, "plans_to") == {"go to Japan": ("superseded", False),
+                                       "go to Lisbon": ("active", False),
+                                       "finish the deck": ("active", False),
+                                       "go to Seoul": ("active", False)}
+
+
+def test_without_a_change_marker_values_accumulate(store) -> None:
+    put(store, "I", "likes", "spicy food", 0, "heuristic")
+    put(store, "I", "prefers", "mild food", 10, "heuristic")
+    assert rows(store, "likes") == {"spicy food": ("active", True)}

@@ -82,6 +82,7 @@ def to_input(candidate: Any, t: CheckedTurn) -> BeliefInput:
         valid_from=valid_from,
         valid_to=valid_to,
         negated=negated,
+        replaces=bool(getattr(candidate, "replaces", False)),
         confidence=_field(candidate, "confidence", default=0.7),
         source=_field(candidate, "source", default=DEFAULT_SOURCE),
         turn_uid=t.turn_uid,

@@ -15,6 +15,7 @@ Runtime is linear in the input: at most ``MAX_TEXT_CHARS`` are read, sentences l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from memory_core.extraction.dates import (
     resolve_relative,
 )
 from memory_core.extraction.lexicon import (
+    JOB,
     NAME_BODY,
     NUMBER_WORDS,
     REL_ADJS,
@@ -49,6 +51,7 @@ from memory_core.extraction.text import (
     clean_remembered,
 )
 from memory_core.extraction.text import sentences as split_sentences
+from memory_core.model.belief_rules import REPLACEABLE
 from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
 from memory_core.model.predicates import PREDICATES
 
@@ -84,6 +87,9 @@ class CandidateBelief:
     valid_from: datetime | None
     valid_to: datetime | None
     negated: bool = False
+    # A change said without the old value ("I prefer mild food now"): it ends the older
+    # values of its topic (``belief_rules.replaces_topic``).
+    replaces: bool = False
 
 
 Extractor = Callable[[TurnText], list[CandidateBelief]]
@@ -134,6 +140,16 @@ _NEGATION = LazyRegex(
     r"shouldnt|wouldnt|couldnt|aint)\b|\b(?:no|any)\s+(?:longer|more)\b|n['’]t\b",
     re.IGNORECASE,
 )
+# A change said without the old value: "I prefer mild food now", "... instead".
+_CHANGE = LazyRegex(
+    r"(?<!\bright\s)(?<!\bjust\s)(?<!\bfor\s)(?<!\bby\s)(?<!\buntil\s)(?<!\btill\s)"
+    r"\b(?:now|instead|these\s+days|nowadays)\b(?!\s+and\s+then)",
+    re.IGNORECASE,
+)
+# A sentence that is only a job title ("software engineering intern"): the speaker's title
+# when the same turn names the speaker's new employer ("I'm with Google now!! ... intern").
+_BARE_TITLE = LazyRegex(rf"^(?:an?\s+)?{JOB}\s*[.!]*$", re.IGNORECASE)
+BARE_TITLE_CONFIDENCE = 0.6
 _DURATION = LazyRegex(
     r"\bfor\s+(?:the\s+(?:past|last)\s+)?(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|"
     r"eight|nine|ten|a\s+couple\s+of)\s+(?P<unit>day|week|month|year)s?\b",
@@ -256,15 +272,35 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()
-    for sentence in split_sentences(turn.text):
+    sentences = split_sentences(turn.text)
+    for sentence in sentences:
         for cand in _extract_sentence(sentence, anchor, referent):
             key = (normalize_label(cand.subject), cand.predicate,
                    normalize_label(cand.object), cand.negated)  # fmt: skip
             if key not in best or cand.confidence > best[key].confidence:
                 best[key] = cand
+    title = _bare_title(sentences, best)
+    if title is not None:
+        best[(SPEAKER, title.predicate, normalize_label(title.object), False)] = title
     promised = {(k[0], k[2]) for k in best if k[1] == "committed_to"}
     # "I promised I'll do X tomorrow" is a commitment, not also a plan.
     return [c for k, c in best.items() if not (k[1] == "plans_to" and (k[0], k[2]) in promised)]
+
+
+def _bare_title(sentences: list[str],
+                best: dict[tuple[str, str, str, bool], CandidateBelief]) -> CandidateBelief | None:
+    """The speaker's title said as a sentence of its own, in a turn that names the speaker's
+    employer and no other title of theirs."""
+    mine = {(k[1], k[3]) for k in best if k[0] == SPEAKER}
+    if ("works_at", False) not in mine or ("job_title_is", False) in mine:
+        return None
+    for sentence in sentences:
+        m = _BARE_TITLE.re.match(sentence.strip())
+        if m is not None:
+            job = " ".join(m.group("job").lower().split())
+            return CandidateBelief(SPEAKER, "job_title_is", job, "heuristic",
+                                   BARE_TITLE_CONFIDENCE, None, None)
+    return None
 
 
 def _extract_sentence(sentence: str, anchor: datetime,
@@ -292,6 +328,9 @@ def _extract_sentence(sentence: str, anchor: datetime,
                 for match in rule.pattern.finditer(clause):
                     found.extend(_apply(rule, match, clause, phrases, anchor, explicit))
         referent.update(clause, found)
+        if found and not gates.negated and _CHANGE.re.search(clause):
+            found = [dataclasses.replace(c, replaces=True)
+                     if c.predicate in REPLACEABLE and not c.negated else c for c in found]
         out.extend(found)
     if explicit and not out:
         remembered = clean_remembered(text)

@@ -56,8 +56,9 @@ def _set(text: str) -> frozenset[str]:
 
 ENTITY_STOP = _set(
     "at|in|on|for|with|from|to|near|by|since|because|but|so|which|who|whom|where|when|while|"
-    "though|although|until|till|after|before|as|now|right|currently|again|too|also|anymore|"
-    "yet|already|still|full-time|part-time|ago|this|that|these|there|here|if|than|then|every|"
+    "though|although|until|till|after|before|as|now|instead|right|currently|again|too|also|"
+    "anymore|yet|already|still|full-time|part-time|ago|this|that|these|there|here|if|than|"
+    "then|every|"
     "each|about|during|over|like|is|was|are|were|has|have|had|will|would|can|do|does|did|"
     "it's|whose|cause|cuz|coz|lol|haha|tbh|btw|together|twice|once|recently|lately|nearby|"
     "originally|though|downtown|uptown|nearby|locally|abroad|overseas|remotely"
@@ -70,8 +71,9 @@ _CLAUSE_STARTERS = _set(
     "i|i'm|i've|i'll|we|we're|my|it|it's|he|she|they|then|also|you|that|there|this|am|have"
 )
 _TRAILING = _set(
-    "now|currently|right now|these days|at the moment|at the minute|too|also|as well|again|"
-    "anymore|any more|any longer|already|so much|a lot|very much|really|though|tho|either|"
+    "now|currently|right now|these days|nowadays|instead|at the moment|at the minute|too|"
+    "also|as well|again|anymore|any more|any longer|already|so much|a lot|very much|really|"
+    "though|tho|either|"
     "actually|honestly|lately|recently|yet|still|anyway|then|for sure|ok|twice|once|"
     "a few times|many times|every day|everyday|every week|sometimes|often|always|regularly|"
     "together|soon|today|tonight|full time|part time|full-time|part-time|so|and stuff|"

@@ -191,6 +191,37 @@ def _end(belief: SlotBelief, closed_at: str) -> str:
     return closed_at
 
 
+# Replacing statements ("I prefer mild food now", "we're going to Seoul in April now"): a
+# change said without naming the old value. They end the older values of the same topic:
+# a preference with the same head word ("spicy food" / "mild food"), a plan with the same
+# verb and the same date. Families of predicates that share a topic:
+_TOPIC_FAMILIES = ({"likes", "prefers"}, {"plans_to"})
+REPLACEABLE = frozenset().union(*_TOPIC_FAMILIES)
+
+
+@dataclass(frozen=True)
+class Stated:
+    """What topic matching needs of a belief: predicate, normalised object, stated end."""
+
+    predicate: str
+    object_norm: str
+    stated_valid_to: str | None = None
+
+
+def replaces_topic(new: Stated, old: Stated) -> bool:
+    """Whether the replacing statement ``new`` ends ``old`` (pure; no dates compared but the
+    plans' own). A restatement of the same object is not a replacement."""
+    family = next((f for f in _TOPIC_FAMILIES if new.predicate in f), None)
+    if family is None or old.predicate not in family or new.object_norm == old.object_norm:
+        return False
+    new_words, old_words = new.object_norm.split(), old.object_norm.split()
+    if new.predicate == "plans_to":
+        return (new.stated_valid_to is not None
+                and new.stated_valid_to == old.stated_valid_to
+                and new_words[:1] == old_words[:1])
+    return len(new_words) > 1 and len(old_words) > 1 and new_words[-1] == old_words[-1]
+
+
 def count_contribution(status: str, subject_id: str,
                        object_entity_id: str | None) -> dict[str, tuple[int, int]]:
     """What one belief adds to ``(belief_count, graph_degree)`` of each entity it touches.

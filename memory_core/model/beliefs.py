@@ -9,16 +9,30 @@ rows in the same transaction. Subject ``"@speaker"`` is the turn's speaker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.model.belief_rules import Resolution, content_key, normalize_object, render_text
+from memory_core.model.belief_rules import (
+    REPLACEABLE,
+    Resolution,
+    Stated,
+    content_key,
+    normalize_object,
+    render_text,
+    replaces_topic,
+)
 from memory_core.model.ego_anchor import ANCHOR_PREDICATE, anchor_text, needs_anchor, sync_anchor
-from memory_core.model.entities import HUB, SELF_LABELS, entity_name, lookup, resolve
+from memory_core.model.entities import (
+    HUB,
+    SELF_LABELS,
+    entity_name,
+    lookup,
+    resolve,
+)
 from memory_core.model.hygiene import SPEAKER, check_subject, is_payload_object, normalize_label
 from memory_core.model.predicates import get_predicate
 from memory_core.model.self_hub import NAME_PREDICATE, sync_hub_name
@@ -50,6 +64,7 @@ class BeliefInput:
     expires_at: datetime | str | None = None  # retention date
     pending_review: bool = False
     negated: bool = False  # "no longer ...": valid_from is when it stopped holding
+    replaces: bool = False  # "... now": ends the older values of its topic (belief_rules)
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,7 @@ class Checked:
     expires_at: str | None
     pending_review: bool
     negated: bool = False
+    replaces: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +115,8 @@ def check_belief(b: BeliefInput) -> Checked:
     turn_uid = None if b.turn_uid is None else check_ident(b.turn_uid, "turn_uid")
     return Checked(subject, b.predicate, obj, valid_from, valid_to, b.source,
                    float(b.confidence), turn_uid, optional_db_time(b.expires_at, "expires_at"),
-                   bool(b.pending_review), bool(b.negated))
+                   bool(b.pending_review), bool(b.negated),
+                   bool(b.replaces) and not b.negated)
 
 
 def subject_label(c: Checked, speaker: str | None) -> str:
@@ -184,7 +201,33 @@ def apply_in_tx(tx: WriteTx, c: Checked, speaker: str | None = None) -> BeliefOu
     res = resolve_new(tx, subject_id, c.predicate, object_norm, new)
     row_id = insert_belief(tx, new, res)
     _after_change(tx, subject_id, new.object_entity_id, c.predicate)
+    if c.replaces:
+        _end_replaced(tx, c, subject_id, object_norm, speaker)
     return BeliefOutcome("inserted", row_id, uid, res.status, subject_id, new.object_entity_id)
+
+
+def _end_replaced(tx: WriteTx, c: Checked, subject_id: str, object_norm: str,
+                  speaker: str | None) -> None:
+    """A replacing statement ends the older current values of its topic: each gets a
+    negation at the statement's start (a row like "no longer likes spicy food", with the
+    statement's source and turn), so slot resolution closes it and history keeps it.
+
+    It reads what is stored: a same-topic value written later with an earlier world time
+    (turns arriving out of order) is not ended by it.
+    """
+    new = Stated(c.predicate, object_norm, c.stated_valid_to)
+    family = sorted(REPLACEABLE)
+    rows = tx.conn.execute(
+        f"SELECT predicate, object_text, object_norm, stated_valid_to FROM beliefs "
+        f"WHERE tenant = ? AND subject_id = ? AND predicate IN ({','.join('?' * len(family))}) "
+        f"AND negated = 0 AND status IN ('active', 'conflict') AND valid_from < ?",
+        (tx.tenant, subject_id, *family, c.valid_from)).fetchall()
+    label = subject_label(c, speaker)
+    for predicate, object_text, old_norm, due in rows:
+        if replaces_topic(new, Stated(predicate, old_norm, due)):
+            apply_in_tx(tx, replace(c, subject=label, predicate=predicate,
+                                    object_text=object_text, stated_valid_to=None,
+                                    negated=True, replaces=False, pending_review=False))
 
 
 def _merge_provenance(tx: WriteTx, existing: tuple[Any, ...], c: Checked) -> None:

@@ -12,7 +12,7 @@ Visibility (every query is scoped by tenant as well):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,9 @@ class Candidate:
     subject_id: str | None = None
     object_entity_id: str | None = None
     speaker: str | None = None  # who said the (first) turn it comes from
+    # A belief's statement, loaded with it (the facts channel reads them, never again):
+    # (predicate, object_text, negated, source, valid_to).
+    claim: tuple[str, str, bool, str, str | None] | None = None
     ranks: dict[str, int] = field(default_factory=dict)
     components: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -185,17 +188,28 @@ def load(conn: Connection, kind: str, scope: Scope, ids: Sequence[int]) -> dict[
     return _load_turns(conn, scope, ids)
 
 
+def load_new(conn: Connection, kind: str, scope: Scope, ids: Sequence[int],
+             pool: Mapping[tuple[str, int], Candidate]) -> dict[int, Candidate]:
+    """``load``, reading only the rows ``pool`` does not hold already (its candidates are
+    returned as they are, so ranks from every list land on one object)."""
+    known = {i: pool[(kind, i)] for i in ids if (kind, i) in pool}
+    found = load(conn, kind, scope, [i for i in ids if i not in known])
+    return {i: known[i] if i in known else found[i] for i in ids if i in known or i in found}
+
+
 def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = belief_filter(scope)
     rows = conn.execute(
         "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
-        "b.subject_id, b.object_entity_id, t.session_id, t.speaker FROM beliefs b NOT INDEXED "
+        "b.subject_id, b.object_entity_id, t.session_id, t.speaker, b.predicate, "
+        "b.object_text, b.negated, b.source, b.valid_to FROM beliefs b NOT INDEXED "
         "LEFT JOIN turns t ON t.tenant = b.tenant AND t.turn_uid = b.turn_uid "
         f"WHERE b.id IN ({param_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="belief", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], confidence=r[4],
         status=r[5], turn_uids=(r[6],) if r[6] else (), subject_id=r[7],
-        object_entity_id=r[8], session_id=r[9], speaker=r[10]) for r in rows}
+        object_entity_id=r[8], session_id=r[9], speaker=r[10],
+        claim=(r[11], r[12], bool(r[13]), r[14], r[15])) for r in rows}
 
 
 def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:

@@ -8,10 +8,10 @@ sit next to, so fusion can lift them when nothing else points at them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from memory_core.db.sqlite import Connection
-from memory_core.recall.candidates import Candidate, Scope, episode_filter, load
+from memory_core.recall.candidates import Candidate, Scope, episode_filter, load_new
 
 
 def _positions(conn: Connection, tenant: str, uids: Sequence[str]) -> dict[str, tuple[str, int]]:
@@ -23,9 +23,10 @@ def _positions(conn: Connection, tenant: str, uids: Sequence[str]) -> dict[str, 
     return {r[0]: (r[1], int(r[2])) for r in rows}
 
 
-def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate],
-               span: int) -> list[Candidate]:
-    """Visible episodes next to ``top`` (best first), excluding ``top`` itself."""
+def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate], span: int,
+               pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
+    """Visible episodes next to ``top`` (best first), excluding ``top`` itself; those
+    ``pool`` holds already are its own objects, not read again."""
     if span <= 0 or not top:
         return []
     uids = [u for c in top for u in c.turn_uids]
@@ -51,5 +52,5 @@ def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate],
               if d != 0]
     exclude = {c.row_id for c in top if c.kind == "episode"}
     ordered = [by_pos[w] for w in wanted if w in by_pos and by_pos[w] not in exclude]
-    found = load(conn, "episode", scope, ordered)
+    found = load_new(conn, "episode", scope, ordered, pool or {})
     return [found[i] for i in dict.fromkeys(ordered) if i in found]

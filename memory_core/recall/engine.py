@@ -12,7 +12,7 @@ unreadable keyword index drops that list and says so. Only bad input raises
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +27,7 @@ from memory_core.db.sqlite import Connection
 from memory_core.errors import EmbedderError, InvalidInputError
 from memory_core.model.tenants import HUB, require_tenant
 from memory_core.recall import context, facts, feedback, graph, search
-from memory_core.recall.candidates import Candidate, Scope, load, merge
+from memory_core.recall.candidates import Candidate, Scope, load_new, merge
 from memory_core.recall.explain import build_explanation
 from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.intent import read_intent
@@ -72,12 +72,15 @@ class RecallRun:
                              session_id=self.session_id, time=self.query.time,
                              query_text=self.query.text)
 
-    def rank(self, ppr: dict[Any, float] | None = None, *,
-             explain: bool = False) -> list[Candidate]:
+    def rank(self, ppr: dict[Any, float] | None = None, *, explain: bool = False,
+             evidence_only: bool = False) -> list[Candidate]:
         """The pool scored and sorted, best first (``ppr``: the walk's scores, default the
-        run's; ``explain``: set every candidate's components too)."""
-        return self.scorer.rank(self.pool.values(), self.ppr if ppr is None else ppr,
-                                explain=explain)
+        run's; ``explain``: set every candidate's components too; ``evidence_only``: leave
+        the beliefs out, which the facts channel scores on its own)."""
+        pool: Iterable[Candidate] = self.pool.values()
+        if evidence_only:
+            pool = [c for c in pool if c.kind != "belief"]
+        return self.scorer.rank(pool, self.ppr if ppr is None else ppr, explain=explain)
 
     def add(self, list_name: str, fn: Callable[[], list[Candidate]], *,
             dense: bool = False) -> None:
@@ -269,10 +272,10 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
 
 
 def _neighbours(run: RecallRun) -> None:
-    ranked = run.rank()
+    ranked = run.rank(evidence_only=True)
     top = [c for c in ranked if c.kind in ("episode", "turn")][: run.strategy.k_for("neighbour")]
-    run.add("neighbour", lambda: [run.pool.get(c.key, c) for c in context.neighbours(
-        run.conn, run.scope, top, run.strategy.neighbour_span)])
+    run.add("neighbour", lambda: context.neighbours(run.conn, run.scope, top,
+                                                    run.strategy.neighbour_span, run.pool))
 
 
 def _second_round(run: RecallRun, entities: list[str]) -> None:
@@ -335,9 +338,8 @@ def _walk(run: RecallRun, entities: list[str], ranked: list[Candidate]) -> None:
 
 
 def _load(run: RecallRun, kind: str, ids: list[int]) -> dict[int, Candidate]:
-    found = load(run.conn, kind, run.scope, ids)
-    # Reuse pool objects so ranks from every list land on one candidate.
-    return {i: run.pool.get((kind, i), c) for i, c in found.items()}
+    # Pool objects are reused (not read again) so ranks from every list land on one candidate.
+    return load_new(run.conn, kind, run.scope, ids, run.pool)
 
 
 def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: object,
@@ -357,9 +359,9 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
                     stats=stats)
     _gather(run, helper)
-    ranked = run.rank(explain=True)
-    beliefs = [c for c in ranked if c.kind == "belief"]
-    ranked = diversify([c for c in ranked if c.kind != "belief"], strategy.session_diversity)
+    # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.
+    beliefs = [c for c in run.pool.values() if c.kind == "belief"]
+    ranked = diversify(run.rank(explain=True, evidence_only=True), strategy.session_diversity)
     if strategy.direct_first:
         ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)

@@ -40,7 +40,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import normalize_object, render_text
@@ -134,18 +133,6 @@ def subject_lookup(conn: Connection, scope: Scope, subject_ids: Iterable[str],
         "ORDER BY b.valid_from DESC LIMIT ?", [*params, *subs, *preds, SUBJECT_K])]
     found = load(conn, "belief", scope, ids)
     return [found[i] for i in ids if i in found]
-
-
-def _details(conn: Connection, tenant: str,
-             cands: Sequence[Candidate]) -> dict[int, tuple[Any, ...]]:
-    """id -> (predicate, object_text, negated, source, valid_to), by primary key."""
-    if not cands:
-        return {}
-    rows = conn.execute(
-        "SELECT id, predicate, object_text, negated, source, valid_to FROM beliefs NOT INDEXED "
-        f"WHERE id IN ({param_marks(len(cands))}) AND tenant = ?",
-        [*(c.row_id for c in cands), tenant]).fetchall()
-    return {r[0]: r[1:] for r in rows}
 
 
 def _rank_value(ranks: Mapping[str, int], name: str) -> float:
@@ -251,15 +238,14 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     for rank, cand in enumerate(subject_lookup(conn, scope, about, intent.predicates), 1):
         existing = beliefs.setdefault(cand.key, cand)
         existing.ranks.setdefault(LIST, rank)
-    details = _details(conn, scope.tenant, list(beliefs.values()))
     top_ppr = max(ppr_scores.values(), default=0.0)
     named_set = frozenset(named)
     scored: list[FactCandidate] = []
     for key, cand in beliefs.items():
-        row = details.get(cand.row_id)
+        row = cand.claim  # loaded with the candidate (candidates._load_beliefs)
         if row is None or row[3] == SYSTEM_TOOL or row[2]:
             continue  # an ego anchor, or a negation (never a current belief)
-        fc = FactCandidate(cand, row[0], row[1], bool(row[2]), row[3], row[4])
+        fc = FactCandidate(cand, *row)
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
         score(fc, about, named_set, intent, ppr)
         scored.append(fc)
