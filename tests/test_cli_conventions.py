@@ -45,6 +45,7 @@ ELSEWHERE = {
     "scheduler": "runs until stopped: test_long_running_commands_print_json_lines",
     "mirror sync": "needs a mirror server: tests/mirrors/test_neo4j_mirror.py",
     "mirror reconcile": "needs a mirror server: tests/mirrors/test_reconcile.py",
+    "mirror promote": "needs a Postgres primary: tests/primary/test_promote.py",
 }
 
 # The rest, run in this order with --json on one data directory ({belief}, {turns},

@@ -104,7 +104,10 @@ def _serve(root: Path, port: int) -> None:
     import arcadedb_embedded as arcade
 
     server = arcade.create_server(root_path=str(root / "arcadedb"), root_password=PASSWORD,
+                                  # A free HTTP port too: the default 2480 is taken
+                                  # by any other test run's server on this machine.
                                   config={"host": "127.0.0.1", "bolt_port": port,
+                                          "http_port": free_port(),
                                           "server_plugins":
                                               "Bolt:com.arcadedb.bolt.BoltProtocolPlugin"})
     server.start()
