@@ -33,6 +33,7 @@ import yaml
 from memory_core.settings import VARIABLES, Settings
 from scripts.cli import main
 from tests.conftest import REPO, service_unavailable
+from tests.helpers.cli_tree import option_names
 
 DEPLOY = REPO / "deploy"
 UNITS = DEPLOY / "systemd"
@@ -301,15 +302,6 @@ def all_calls() -> tuple[Call, ...]:
 
 # --- the click tree ---------------------------------------------------------------------------
 
-def _option_names(command: click.Command) -> dict[str, click.Option]:
-    names: dict[str, click.Option] = {}
-    for param in command.params:
-        if isinstance(param, click.Option):
-            for name in (*param.opts, *param.secondary_opts):
-                names[name] = param
-    return names
-
-
 def resolve(call: Call) -> tuple[tuple[str, ...], click.Command]:
     """Walk ``call.argv`` down the real click tree; fail naming the file and what is wrong."""
     command: click.Command = main
@@ -324,10 +316,10 @@ def resolve(call: Call) -> tuple[tuple[str, ...], click.Command]:
             name, eq, _ = token.partition("=")
             if name in {"-h", "--help"}:
                 continue
-            option = _option_names(command).get(name)
+            option = option_names(command).get(name)
             assert option is not None, (
                 f"{call}: `mnemo {' '.join(path)}` has no option {name}; it has: "
-                f"{', '.join(sorted(_option_names(command))) or 'none'}")
+                f"{', '.join(sorted(option_names(command))) or 'none'}")
             takes_value = not (option.is_flag or option.count)
             assert takes_value or not eq, f"{call}: {name} is a flag and takes no value"
             if takes_value and not eq:

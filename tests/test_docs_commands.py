@@ -25,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from scripts.cli import main
+from tests.helpers.cli_tree import option_names
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ["docs/operations.md", "docs/architecture.md", "README.md", "deploy/README.md"]
@@ -136,15 +137,6 @@ def help_exit(path: tuple[str, ...]) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def _options(command: click.Command) -> dict[str, click.Option]:
-    names: dict[str, click.Option] = {}
-    for param in command.params:
-        if isinstance(param, click.Option):
-            for name in (*param.opts, *param.secondary_opts):
-                names[name] = param
-    return names
-
-
 def _takes_value(option: click.Option) -> bool:
     return not option.is_flag and not option.count
 
@@ -194,7 +186,7 @@ def problems(cmd: DocCommand, root: click.Command = main) -> list[str]:
 def _option(command: click.Command, words: list[str], i: int) -> tuple[str | None, int]:
     """Check the option at ``words[i]``; return an error (or None) and the next index."""
     word = words[i]
-    options = _options(command)
+    options = option_names(command)
     name, eq, _value = word.partition("=")
     if word.startswith("--") or len(word) == 2 or eq:
         if name in HELP:
