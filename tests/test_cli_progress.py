@@ -247,7 +247,12 @@ def test_ingest_wait_follows_the_turns_until_recorded(tmp_path: Path, fast: None
     assert result.exit_code == 1, result.output
     assert json.loads(_invoke(env, "ingest", str(path), "--json").stdout)[
         "already_recorded"] == 29
-    assert result.stdout.splitlines()[-1] == "recorded 29 of 30 turn(s)"
+    # The recorder may take a turn before this ingest reads what is recorded (then it
+    # follows 29): whatever it followed, all but the refused turn were recorded.
+    followed = re.fullmatch(r"recorded (\d+) of (\d+) turn\(s\)", result.stdout.splitlines()[-1])
+    assert followed is not None, result.stdout
+    assert int(followed[2]) - int(followed[1]) == 1 and 29 <= int(followed[2]) <= 30
     assert "1 turn(s) were not recorded" in result.stderr and "'u0007'" in result.stderr
     waited = [line for line in result.stderr.splitlines() if line.startswith("ingest recorded ")]
-    assert waited and RATE.search(waited[0]) and "29/30" in waited[-1]
+    assert waited and RATE.search(waited[0])
+    assert f"{followed[1]}/{followed[2]}" in waited[-1]
