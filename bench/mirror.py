@@ -25,10 +25,9 @@ is not installed is skipped with a line saying so.
    reached is printed (``writer_turns_per_s``, and ``writer_max_late_s``: how far it fell
    behind its schedule at worst; ``writer_cpu_s``: its CPU time). Meanwhile a shipper loop
    in this process ships back to back (what back-to-back ``ship_changes`` messages do), and
-   every 250 ms the lag (unshipped
-   changes, age of the oldest in ms — what ``mnemo mirror status`` reports, unrounded) is
-   sampled. Median / p95 / max. ``shipper_proc_cpu_s``: this process's CPU time over the
-   phase (the shipper thread and the sampler).
+   every 250 ms the lag (unshipped changes, age of the oldest in ms: what
+   ``mnemo mirror status`` reports, unrounded) is sampled. Median / p95 / max.
+   ``shipper_proc_cpu_s``: this process's CPU time over the phase (shipper and sampler).
 
 Shortcuts, named: the shipper runs in-process (no queue hop: the real ``ship_changes`` actor
 adds one Dramatiq delivery per run); ``--embedder hash`` (the default) is a hash, not a model
