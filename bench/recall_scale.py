@@ -35,11 +35,20 @@ version>`` and reused by later runs (only pending migrations are applied): gener
 million memories took 2 minutes on a quiet machine and over an hour on a busy
 one. The tables say "(cached)" when a store was reused; its generate time is the one
 recorded when it was built.
+
+``--backend postgres`` (single-tenant sizes only): a copy of each size's (cached) SQLite
+store is promoted (``memory_core.mirrors.promote``, COPY) into a fresh database on
+``--pg-server`` and recall is timed through the same code path with
+``MNEMO_STATE_BACKEND=postgres``; the database and the copy are removed at the end.
+``--backend sqlite,postgres`` times both, in turn in each round, side by side. The row names
+the primary's vector column: pgvector ``vector`` (HNSW) or ``real[]`` (exact scan), though
+with the hash embedder the default strategy runs no dense search either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import random
@@ -50,6 +59,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -264,13 +275,16 @@ def cpu_reference_ms(repeats: int = 15) -> float:
     return round(statistics.median(times), 2)
 
 
-def measure(data_dir: str, queries: int) -> dict:
+def measure(data_dir: str, queries: int, pg_url: str | None = None) -> dict:
     """Runs in a fresh process: open Memory, warm up, time ``queries`` recalls (wall and
-    this process's CPU time, and the keyword search's share from ``timings_ms``)."""
+    this process's CPU time, and the keyword search's share from ``timings_ms``); with
+    ``pg_url``, on the Postgres primary there (``MNEMO_STATE_BACKEND=postgres``)."""
     from memory_core import Memory
 
+    primary: dict[str, Any] = ({"state_backend": "postgres", "postgres_url": pg_url}
+                               if pg_url else {})
     settings = Settings.from_env({}, data_dir=Path(data_dir), log_level="error",
-                                 log_format="json")
+                                 log_format="json", **primary)
     from memory_core.log import configure_logging
 
     configure_logging(settings)
@@ -296,10 +310,71 @@ def measure(data_dir: str, queries: int) -> dict:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
-def _measure_in_child(data_dir: str, queries: int) -> dict:
+def _measure_in_child(data_dir: str, queries: int, pg_url: str | None = None) -> dict:
     out = subprocess.run([sys.executable, __file__, "--measure", data_dir, "--queries",
-                          str(queries)], capture_output=True, text=True, check=True)
+                          str(queries), *(["--measure-pg-url", pg_url] if pg_url else [])],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def promote_store(data_dir: str, url: str) -> float:
+    """Runs in a fresh process (so the parent's peak RSS, which the measuring children
+    inherit, stays small): as an operator would, bring the Postgres mirror at ``url`` level
+    with the store in ``data_dir`` (`mnemo mirror reconcile --sink postgres`; promote
+    refuses while it drifts), then promote the store into it; seconds taken."""
+    from memory_core.mirrors.outbox import make_sink
+    from memory_core.mirrors.promote import promote
+    from memory_core.mirrors.readers import reader_for
+    from memory_core.mirrors.reconcile import reconcile
+
+    settings = Settings.from_env({}, data_dir=Path(data_dir), log_level="error",
+                                 postgres_url=url)
+    started = time.perf_counter()
+    sink = make_sink(settings, "postgres")
+    state = open_state(settings)
+    try:
+        reader = reader_for(sink)
+        assert reader is not None
+        reconcile(state.conn, reader, dry_run=False)
+    finally:
+        state.close()
+        sink.close()
+    promote(settings)
+    return time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def promoted_copy(data: Path, server: str) -> Iterator[tuple[Path, str, str, float]]:
+    """A copy of the store in ``data`` promoted into a fresh database on ``server``
+    (``postgresql://USER@HOST:PORT/DB``, the database to connect to for CREATE/DROP):
+    (the copy's data dir, the primary's URL, its vector column type, seconds to reconcile
+    the Postgres mirror and promote). The database and the copy are removed on exit;
+    ``data`` is only read."""
+    import psycopg
+
+    from memory_core.backends import parse_backend_url
+
+    srv = parse_backend_url("postgres", "--pg-server", server)
+    name = f"mnemo_scale_{uuid.uuid4().hex[:8]}"
+    admin: dict[str, Any] = {"host": srv.host, "port": srv.port, "user": srv.user,
+                             "dbname": srv.database, "autocommit": True}
+    copy = Path(tempfile.mkdtemp(prefix="mnemo-scale-pg-")) / "data"
+    with psycopg.connect(**admin) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        shutil.copytree(data, copy)
+        url = f"postgresql://{srv.user}@{srv.host_for_url}:{srv.port}/{name}"
+        out = subprocess.run([sys.executable, __file__, "--promote", str(copy), url],
+                             capture_output=True, text=True, check=True)
+        seconds = float(out.stdout.strip().splitlines()[-1])
+        with psycopg.connect(**{**admin, "dbname": name}) as conn:
+            row = conn.execute("SELECT value FROM mnemo_primary.meta "
+                               "WHERE key = 'vector_type'").fetchone()
+        yield copy, url, str(row[0]) if row else "real[]", seconds
+    finally:
+        with psycopg.connect(**admin) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def _med(rounds: list[dict], key: str) -> float:
@@ -316,22 +391,44 @@ def _single(sizes: list[int], args: argparse.Namespace) -> list[dict]:
                                           functools.partial(generate, size=size))
         try:
             db_mb = (data / "memory_state.db").stat().st_size / 2**20
-            rounds = [_measure_in_child(str(data), args.queries) for _ in range(args.rounds)]
+            with contextlib.ExitStack() as stack:
+                # backend -> (data dir, primary URL or None, label)
+                targets: dict[str, tuple[str, str | None, str]] = {}
+                for backend in args.backends:
+                    if backend == "sqlite":
+                        targets[backend] = (str(data), None, "sqlite")
+                        continue
+                    copy, url, vtype, promote_s = stack.enter_context(
+                        promoted_copy(data, args.pg_server))
+                    dense = "pgvector HNSW" if vtype == "vector" else "real[] exact scan"
+                    targets[backend] = (str(copy), url, f"postgres, {dense}, mirrored + "
+                                        f"promoted in {promote_s:.0f} s")
+                got: dict[str, list[dict]] = {b: [] for b in targets}
+                for _ in range(args.rounds):
+                    for backend, (d, url, _label) in targets.items():
+                        got[backend].append(_measure_in_child(d, args.queries, url))
         finally:
             if args.cache is None:
                 shutil.rmtree(data, ignore_errors=True)
-        res = {"memories": size, "generate_s": round(gen_s, 1), "cached": cached,
-               "db_mb": round(db_mb, 1),
-               **{k: _med(rounds, k) for k in rounds[0] if k != "peak_rss_mb"},
-               "p95_rounds_ms": [r["p95_ms"] for r in rounds],
-               "peak_rss_mb": max(r["peak_rss_mb"] for r in rounds)}
-        rows.append(res)
-        print(f"| {size:,} | {res['generate_s']}{' (cached)' if cached else ''} | "
-              f"{res['db_mb']} | {res['p50_ms']} | {res['p95_ms']} | {res['cpu_p50_ms']} / "
-              f"{res['cpu_p95_ms']} | {res['keyword_p50_ms']} / {res['keyword_p95_ms']} | "
-              f"{' / '.join(map(str, res['p95_rounds_ms']))} | {res['cpu_ref_ms']} | "
-              f"{res['peak_rss_mb']} |", flush=True)
+        for backend, rounds in got.items():
+            label = targets[backend][2]
+            res = {"memories": size, "backend": label, "generate_s": round(gen_s, 1),
+                   "cached": cached, "db_mb": round(db_mb, 1),
+                   **{k: _med(rounds, k) for k in rounds[0] if k != "peak_rss_mb"},
+                   "p95_rounds_ms": [r["p95_ms"] for r in rounds],
+                   "peak_rss_mb": max(r["peak_rss_mb"] for r in rounds)}
+            rows.append(res)
+            _print_single(res, size, cached, label if args.backends != ["sqlite"] else "")
     return rows
+
+
+def _print_single(res: dict, size: int, cached: bool, label: str) -> None:
+    print(f"| {size:,}{f' ({label})' if label else ''} | "
+          f"{res['generate_s']}{' (cached)' if cached else ''} | "
+          f"{res['db_mb']} | {res['p50_ms']} | {res['p95_ms']} | {res['cpu_p50_ms']} / "
+          f"{res['cpu_p95_ms']} | {res['keyword_p50_ms']} / {res['keyword_p95_ms']} | "
+          f"{' / '.join(map(str, res['p95_rounds_ms']))} | {res['cpu_ref_ms']} | "
+          f"{res['peak_rss_mb']} |", flush=True)
 
 
 def _many(specs: list[tuple[int, int]], args: argparse.Namespace) -> list[dict]:
@@ -398,11 +495,26 @@ def main(argv: list[str] | None = None) -> None:
                    help="keep each generated store in DIR/<parameters> and reuse it in later "
                         "runs (pending migrations are applied; delete the directory to "
                         "regenerate), e.g. /tmp/mnemo-scale-cache")
+    p.add_argument("--backend", default="sqlite",
+                   help="state backend(s) for --sizes: sqlite, postgres (a promoted copy of "
+                        "the SQLite store in a fresh database on --pg-server), or "
+                        "sqlite,postgres (both, in turn in each round)")
+    p.add_argument("--pg-server", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                   help="Postgres server for --backend postgres (the database named is used "
+                        "only to create and drop the fresh one)")
     p.add_argument("--measure", help=argparse.SUPPRESS)  # internal: the child process
+    p.add_argument("--measure-pg-url", help=argparse.SUPPRESS)
+    p.add_argument("--promote", nargs=2, help=argparse.SUPPRESS)  # internal: DATA_DIR URL
     args = p.parse_args(argv)
-    if args.measure:
-        print(json.dumps(measure(args.measure, args.queries)))
+    if args.promote:
+        print(promote_store(*args.promote))
         return
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.queries, args.measure_pg_url)))
+        return
+    args.backends = [b for b in args.backend.split(",") if b]
+    if not args.backends or set(args.backends) - {"sqlite", "postgres"}:
+        raise SystemExit("--backend takes sqlite, postgres or sqlite,postgres")
     out: dict[str, list[dict]] = {}
     sizes = [int(x) for x in args.sizes.split(",") if x]
     if sizes:
