@@ -30,7 +30,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+from bench_report import run_and_report  # noqa: E402
 
 from memory_core import Memory  # noqa: E402
 from memory_core.clock import to_db  # noqa: E402
@@ -337,17 +338,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = _args(argv)
-    if args.data_dir:
-        args.data_dir.mkdir(parents=True, exist_ok=True)
-        report = run(args, args.data_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="mnemo-facts-") as tmp:
-            report = run(args, Path(tmp))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    _print(report)
-    return report
+    return run_and_report(_args(argv), "mnemo-facts-", run, _print)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ for extra in (REPO_ROOT, REPO_ROOT / "bench"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+from bench_report import run_and_report  # noqa: E402
 from embed_cache import CachedEmbedder  # noqa: E402
 from locomo_baselines import METHODS, for_conversation  # noqa: E402
 from locomo_data import CATEGORIES, Scores, load  # noqa: E402
@@ -223,16 +224,7 @@ def _print(report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _args(argv)
-    if args.data_dir:
-        args.data_dir.mkdir(parents=True, exist_ok=True)
-        report = run(args, args.data_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="mnemo-locomo-") as tmp:
-            report = run(args, Path(tmp))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    _print(report)
+    run_and_report(_args(argv), "mnemo-locomo-", run, _print)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench_report import mean_table
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _DIA_RE = re.compile(r"D:?(\d+):0*(\d+)")
 
@@ -142,11 +144,6 @@ class Scores:
         self.rows.append((category, row))
 
     def table(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
         groups = {CATEGORIES[c]: [r for cc, r in self.rows if cc == c] for c in CATEGORIES}
         groups["overall"] = [r for _, r in self.rows]
-        for name, rows in groups.items():
-            if rows:
-                out[name] = {m: sum(r[m] for r in rows) / len(rows) for m in rows[0]}
-                out[name]["n"] = len(rows)
-        return out
+        return mean_table(groups)

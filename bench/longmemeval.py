@@ -25,7 +25,6 @@ mnemo=X evidence=X best_baseline=Y R@10 ...``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ for extra in (REPO_ROOT, REPO_ROOT / "bench"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+from bench_report import run_and_report  # noqa: E402
 from embed_cache import CachedEmbedder  # noqa: E402
 from locomo import _pct, _settings, _strategy, result_turns  # noqa: E402
 from locomo_baselines import METHODS, TurnBaselines  # noqa: E402
@@ -177,16 +177,7 @@ def _print(report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _args(argv)
-    if args.data_dir:
-        args.data_dir.mkdir(parents=True, exist_ok=True)
-        report = run(args, args.data_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="mnemo-lme-") as tmp:
-            report = run(args, Path(tmp))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    _print(report)
+    run_and_report(_args(argv), "mnemo-lme-", run, _print)
 
 
 if __name__ == "__main__":

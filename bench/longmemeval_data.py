@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench_report import mean_table
+
 TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
          "multi-session", "knowledge-update", "temporal-reasoning")
 
@@ -107,11 +109,6 @@ class Scores:
         self.rows.append((q.qtype, row))
 
     def table(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
         groups = {t: [r for tt, r in self.rows if tt == t] for t in TYPES}
         groups["overall"] = [r for _, r in self.rows]
-        for name, rows in groups.items():
-            if rows:
-                out[name] = {m: sum(r[m] for r in rows) / len(rows) for m in rows[0]}
-                out[name]["n"] = len(rows)
-        return out
+        return mean_table(groups)
