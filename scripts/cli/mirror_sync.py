@@ -50,6 +50,13 @@ def _stores(settings: Settings) -> Iterator[tuple[Any, Any]]:
         ops.close()
 
 
+def _check_tenant(state: Any, tenant: str | None) -> None:
+    """Refuse a ``--tenant`` the state db does not know (None: every tenant)."""
+    if tenant is not None and state.conn.execute(
+            "SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
+        raise ConfigurationError(f"unknown tenant {tenant!r}: see `mnemo tenant list`")
+
+
 @mirror.command()
 @click.option("--sink", "sink_name", type=click.Choice(SINK_NAMES), required=True,
               help="The mirror to fill.")
@@ -72,9 +79,7 @@ def sync(obj: Ctx, sink_name: str, tenant: str | None, as_json: bool, quiet: boo
     try:
         with _stores(obj.settings) as (state, ops), \
                 progress_for(f"sync {sink_name}", as_json=as_json, quiet=quiet) as bar:
-            if tenant is not None and state.conn.execute(
-                    "SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
-                raise ConfigurationError(f"unknown tenant {tenant!r}: see `mnemo tenant list`")
+            _check_tenant(state, tenant)
             report = backfill(state.conn, ops.conn, sink,
                               None if tenant is None else [tenant], bar)
     finally:
@@ -101,9 +106,7 @@ def _reconcile_one(settings: Settings, name: str, tenant: str | None,
             raise ConfigurationError(f"the {name} mirror cannot be read back by this mnemo: "
                                      "reconcile another one with --sink")
         with _stores(settings) as (state, ops):
-            if tenant is not None and state.conn.execute(
-                    "SELECT 1 FROM tenants WHERE tenant = ?", (tenant,)).fetchone() is None:
-                raise ConfigurationError(f"unknown tenant {tenant!r}: see `mnemo tenant list`")
+            _check_tenant(state, tenant)
             report = reconcile(state.conn, reader, None if tenant is None else [tenant],
                                dry_run=dry_run, on_progress=bar)
             if tenant is None:
