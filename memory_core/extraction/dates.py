@@ -33,7 +33,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Literal
 
 from memory_core.errors import InvalidInputError
-from memory_core.extraction.lexicon import GateScan, required_literals
+from memory_core.extraction.lexicon import GateScan, gate_open, required_literals
 
 Interval = tuple[datetime, datetime]
 Prefer = Literal["past", "future"]
@@ -402,7 +402,7 @@ def find_date_phrases(text: str) -> list[DatePhrase]:
     text = text[:MAX_SCAN_CHARS]
     present = _gate_scan().present(text.lower()) if text.isascii() else None
     found = [(m.start(), -m.end()) for r in _RULES
-             if present is None or not r.find_gate or not r.find_gate.isdisjoint(present)
+             if gate_open(r.find_gate, present)
              for m in r.find.finditer(text)]
     result: list[DatePhrase] = []
     for start, neg_end in sorted(found):

@@ -273,6 +273,13 @@ class GateScan:
         return frozenset(found)
 
 
+def gate_open(gate: frozenset[str], present: frozenset[str] | None) -> bool:
+    """False when a rule whose match always contains one of ``gate`` cannot match a clause
+    holding only the gate strings ``present`` (``GateScan.present``; None: unknown, and an
+    empty gate: the rule always runs)."""
+    return present is None or not gate or not gate.isdisjoint(present)
+
+
 def required_literals(source: str) -> frozenset[str]:
     """Lowercase strings of which every match of ``source`` contains at least one (empty:
     no such set is known). A rule whose gate misses the clause cannot match: skipping it

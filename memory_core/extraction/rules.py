@@ -48,6 +48,7 @@ from memory_core.extraction.lexicon import (
     WE_HAVE,
     GateScan,
     alt,
+    gate_open,
     lex,
     required_literals,
 )
@@ -89,7 +90,7 @@ class Rule:
     def may_match(self, present: frozenset[str] | None) -> bool:
         """False when the clause cannot match: none of the gate strings is ``present`` in it
         (``present_gates``; None: unknown, run the rule)."""
-        return present is None or not self.gate or not self.gate.isdisjoint(present)
+        return gate_open(self.gate, present)
 
 
 def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
