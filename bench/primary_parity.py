@@ -6,10 +6,11 @@ then ``micro_consolidate``, in turn order, in this process); then every question
 conversation is recalled from both through ``Memory`` (the chat process's API, each with its
 own backend settings). Printed: the belief tables' equality (rows compared without row ids
 and system time), overlap@10 of the recalled ids (facts and items: |SQLite top 10 ∩ Postgres
-top 10| / |SQLite top 10|, averaged over questions) and the ingest time of each.
+top 10| / |SQLite top 10|, averaged over questions), the ingest time of each and the
+primary's psycopg calls per turn (``execute``: a round trip each).
 
     python bench/primary_parity.py --postgres postgresql://postgres@127.0.0.1:5432/test \\
-        [--conversation 0] [--turns N] [--embedder hash|fastembed]
+        [--conversation 0] [--turns N] [--embedder hash|fastembed] [--data locomo_dev.json]
 
 The Postgres database named is the server: a fresh database is made there and dropped.
 """
@@ -59,20 +60,64 @@ def conversation_turns(conv: locomo_data.Conversation, limit: int | None) -> lis
     return out[:limit] if limit else out
 
 
+@dataclass
+class Statements:
+    """The psycopg calls this process made: ``execute`` calls (a round trip each) and
+    ``executemany`` calls (one pipelined batch each) with their rows."""
+
+    execute: int = 0
+    executemany: int = 0
+    rows: int = 0
+
+
+@contextlib.contextmanager
+def counting_statements() -> Iterator[Statements]:
+    """Count psycopg's cursor calls while the block runs (psycopg only loads with the
+    primary; nothing is counted on SQLite)."""
+    import psycopg
+
+    seen = Statements()
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def counted_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.execute += 1
+        return execute(self, *args, **kwargs)
+
+    def counted_executemany(self: Any, query: Any, params: Any, **kwargs: Any) -> Any:
+        batch = list(params)
+        seen.executemany += 1
+        seen.rows += len(batch)
+        return executemany(self, query, batch, **kwargs)
+
+    psycopg.Cursor.execute = counted_execute  # type: ignore[method-assign]
+    psycopg.Cursor.executemany = counted_executemany  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+
+
 def ingest(settings: Settings, tenant: str, turns: list[TurnInput],
-           embedder: Embedder) -> float:
-    """What the workers do per turn, in order; the seconds it took."""
+           embedder: Embedder, seen: Statements | None = None) -> float:
+    """What the workers do per turn, in order; the seconds it took (``seen``: count the
+    psycopg calls of the turns alone)."""
     migrate_stores(settings)
     db = open_state(settings)
     try:
         index = VectorIndex(embedder)
         index.claim(db.conn, "parity")
         create_tenant(db.conn, tenant)
-        start = time.perf_counter()
-        for t in turns:
-            pipeline.process_turn(db, index, t)
-            pipeline.micro_consolidate(db, index, tenant, t.session_id, turn_uid=t.turn_uid)
-        return time.perf_counter() - start
+        with counting_statements() if seen is not None else contextlib.nullcontext() as got:
+            start = time.perf_counter()
+            for t in turns:
+                pipeline.process_turn(db, index, t)
+                pipeline.micro_consolidate(db, index, tenant, t.session_id,
+                                           turn_uid=t.turn_uid)
+            took = time.perf_counter() - start
+        if seen is not None and got is not None:
+            seen.execute, seen.executemany, seen.rows = got.execute, got.executemany, got.rows
+        return took
     finally:
         db.close()
 
@@ -113,6 +158,7 @@ class Parity:
     overlap_at_10: float
     ingest_s_sqlite: float
     ingest_s_postgres: float
+    statements: Statements
 
 
 @contextlib.contextmanager
@@ -138,15 +184,16 @@ def run(conv: locomo_data.Conversation, pg_url: BackendURL, embedder: Embedder, 
     lite = Settings.from_env({}, data_dir=root / "sqlite")
     prim = Settings.from_env({}, data_dir=root / "postgres", state_backend="postgres",
                              postgres_url=pg_url.canonical)
+    seen = Statements()
     t_lite = ingest(lite, conv.tenant, turns, embedder)
-    t_prim = ingest(prim, conv.tenant, turns, embedder)
+    t_prim = ingest(prim, conv.tenant, turns, embedder, seen)
     known = {t.turn_uid for t in turns}
     queries = [q.text for q in conv.questions if set(q.evidence) <= known]
     a, b = belief_rows(lite), belief_rows(prim)
     ra = recalled(lite, embedder, conv.tenant, queries)
     rb = recalled(prim, embedder, conv.tenant, queries)
     return Parity(len(turns), len(a), len(b), a == b, len(queries), overlap_at(ra, rb),
-                  t_lite, t_prim)
+                  t_lite, t_prim, seen)
 
 
 def main() -> None:
@@ -155,6 +202,7 @@ def main() -> None:
     ap.add_argument("--conversation", type=int, default=0)
     ap.add_argument("--turns", type=int, default=0, help="only the first N turns")
     ap.add_argument("--embedder", choices=("hash", "fastembed"), default="hash")
+    ap.add_argument("--data", type=Path, default=DATA, help="LoCoMo's locomo_dev.json")
     args = ap.parse_args()
     from memory_core.embedders.factory import make_embedder
 
@@ -164,7 +212,7 @@ def main() -> None:
         if args.embedder == "fastembed" else {}))
     embedder = make_embedder(settings)
     embedder.load()
-    conv = locomo_data.load(DATA)[args.conversation]
+    conv = locomo_data.load(args.data)[args.conversation]
     server = parse_backend_url("postgres", "--postgres", args.postgres)
     with fresh_database(server) as url, tempfile.TemporaryDirectory() as tmp:
         p = run(conv, url, embedder, Path(tmp), args.turns or None)
@@ -175,6 +223,10 @@ def main() -> None:
     print(f"recall overlap@10 (postgres vs sqlite): {p.overlap_at_10:.3f}")
     print(f"ingest: sqlite {p.ingest_s_sqlite:.1f} s, postgres {p.ingest_s_postgres:.1f} s "
           f"(ratio {p.ingest_s_postgres / max(p.ingest_s_sqlite, 1e-9):.2f})")
+    n = max(p.turns, 1)
+    print(f"postgres statements per turn: {p.statements.execute / n:.1f} execute (a round "
+          f"trip each) + {p.statements.executemany / n:.1f} executemany "
+          f"({p.statements.rows / n:.1f} rows)")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@ def _get(conn: Connection, key: str) -> str | None:
     return row[0] if row else None
 
 
+def _get_many(conn: Connection, *keys: str) -> dict[str, str]:
+    """Several meta values in one statement (one round trip on the Postgres primary)."""
+    rows = conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})",
+                        keys).fetchall()
+    return {str(k): str(v) for k, v in rows}
+
+
 def _set(conn: Connection, key: str, value: str) -> None:
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
@@ -108,11 +115,10 @@ class VectorIndex:
         self.embedder = embedder
 
     def state(self, conn: Connection) -> IndexState:
-        dim = _get(conn, _DIM)
-        gen = _get(conn, _GENERATION)
-        target = _get(conn, _TARGET)
+        meta = _get_many(conn, _DIM, _GENERATION, _TARGET, _IDENTITY)
+        dim, gen, target = meta.get(_DIM), meta.get(_GENERATION), meta.get(_TARGET)
         return IndexState(
-            recorded_identity=_get(conn, _IDENTITY),
+            recorded_identity=meta.get(_IDENTITY),
             recorded_dim=int(dim) if dim else None,
             generation=int(gen) if gen else None,
             active_identity=self.embedder.identity,
@@ -121,7 +127,12 @@ class VectorIndex:
         )
 
     def ensure(self, conn: Connection) -> IndexState:
-        """Record the active embedder on a database that has none yet (idempotent)."""
+        """Record the active embedder on a database that has none yet (idempotent). A
+        database that has one is only read: no write transaction (on the Postgres primary a
+        store-wide one would hold back every tenant's writers)."""
+        state = self.state(conn)
+        if state.recorded_identity is not None:
+            return state
         with atomic(conn):
             if _get(conn, _IDENTITY) is None:
                 _set(conn, _IDENTITY, self.embedder.identity)
@@ -154,11 +165,11 @@ class VectorIndex:
 
     def _write_tables(self, conn: Connection, base: str) -> list[str]:
         """The active generation when it matches, plus a generation being built for us."""
+        meta = _get_many(conn, _IDENTITY, _GENERATION, _TARGET)
         tables = []
-        active = self._active_table(conn, base)
-        if active:
-            tables.append(active)
-        target = _get(conn, _TARGET)
+        if meta.get(_IDENTITY) == self.embedder.identity:
+            tables.append(vec_table(base, int(meta.get(_GENERATION) or 1)))
+        target = meta.get(_TARGET)
         if target and json.loads(target)["identity"] == self.embedder.identity:
             tables.append(vec_table(base, json.loads(target)["generation"]))
         return tables
@@ -172,14 +183,16 @@ class VectorIndex:
         tables = self._write_tables(conn, base)
         if not tables or not items:
             return 0
+        rows = [(i, t, _blob(v, conn)) for i, t, v in items]
         with atomic(conn):
             for table in tables:
+                if is_postgres(conn):  # one statement per row instead of two
+                    conn.executemany(pg_vectors.upsert_sql(table), rows)
+                    continue
                 conn.executemany(f"DELETE FROM {table} WHERE rowid = ?",
                                  [(i,) for i, _, _ in items])
                 conn.executemany(
-                    f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)",
-                    [(i, t, _blob(v, conn)) for i, t, v in items],
-                )
+                    f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)", rows)
         return len(items)
 
     def delete(self, conn: Connection, base: str, rowids: Sequence[int]) -> int:

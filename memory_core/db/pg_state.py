@@ -4,13 +4,25 @@ that speaks the subset of the ``sqlite3`` API the state code uses.
 ``PgConnection`` has ``execute``/``executemany`` (returning a cursor with ``fetchone``,
 ``fetchall``, iteration, ``rowcount``, ``lastrowid``, ``description``) and
 ``in_transaction``; every statement goes through ``dialect.to_postgres``. It is in autocommit
-mode, as the SQLite connections are: ``db.sqlite.atomic`` opens transactions with ``BEGIN
-IMMEDIATE``, which here is ``BEGIN`` plus the store's write lock (``WRITE_LOCK_KEY``, a
-transaction-scoped advisory lock): writers take turns as they do on one SQLite file, so the
-belief rules see the same serial order on every host — applying turns in any order on any
-number of workers gives the beliefs one worker gives. ``COMMIT`` first writes the full-text
-postings of the rows the transaction changed (``pg_fts.flush``: the tokens are made in
-Python, exactly as for SQLite). Savepoints work as in SQLite.
+mode, as the SQLite connections are: ``db.sqlite.atomic`` opens write transactions with
+``begin_write``, which takes transaction-scoped advisory locks (``write_lock_sql``):
+
+- a write that names its tenants (``atomic(conn, tenants=...)``: the write path, deletion)
+  takes the store lock (``WRITE_LOCK_KEY``) *shared*, then each tenant's own lock
+  (``tenant_lock_key``, a stable 64-bit hash) exclusively, in ascending key order. Writers of
+  one tenant take turns, as on one SQLite file, so the belief rules see one serial order per
+  tenant — and every rule reads and writes one tenant's rows, so applying turns in any order
+  on any number of workers still gives the beliefs one worker gives. Writers of different
+  tenants run at once;
+- any other write (``BEGIN IMMEDIATE``: maintenance over all tenants, reconsolidation
+  partitions, the outbox horizon, restore) takes the store lock *exclusively*: it waits for
+  the tenant writers in flight and holds back new ones.
+
+Every transaction takes the store lock first and tenant locks in one ascending order, and
+never adds a lock later (``require_held``), so two writers cannot deadlock on them.
+``COMMIT`` first writes the full-text postings of the rows the transaction changed
+(``pg_fts.flush``: the tokens are made in Python, exactly as for SQLite). Savepoints work as
+in SQLite.
 
 Rows with an ``id`` (``ID_TABLES``) get it from a bigint identity; an ``INSERT`` into one of
 them returns it (``RETURNING id``), which is the cursor's ``lastrowid``. NUMERIC results
@@ -20,6 +32,7 @@ as 0/1, as SQLite does.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
@@ -31,11 +44,32 @@ from psycopg.adapt import Loader
 
 from memory_core.db import dialect
 from memory_core.db.dialect import ID_TABLES, SCHEMA, is_postgres
+from memory_core.errors import StoreError
 
 __all__ = ["ID_TABLES", "SCHEMA", "WRITE_LOCK_KEY", "PgConnection", "PgConnections",
-           "PgCursor", "is_postgres"]
+           "PgCursor", "is_postgres", "tenant_lock_key", "write_lock_sql"]
 
-WRITE_LOCK_KEY = 0x6D6E656D6F5752  # pg_advisory_xact_lock: one writer at a time ("mnemoWR")
+WRITE_LOCK_KEY = 0x6D6E656D6F5752  # the store lock ("mnemoWR"): shared by tenant writers
+
+
+def tenant_lock_key(tenant: str) -> int:
+    """The advisory lock key of ``tenant``: the first 8 bytes of its blake2b, signed (a
+    bigint). Stable across processes and versions; a collision only makes two tenants take
+    turns."""
+    digest = hashlib.blake2b(tenant.encode(), digest_size=8, person=b"mnemo-tenant").digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def write_lock_sql(tenants: Iterable[str] | None) -> str:
+    """The statement that takes a write transaction's advisory locks (see the module):
+    literal integers only, so it can go in one round trip with ``BEGIN``."""
+    if tenants is None:
+        return f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})"
+    keys = sorted({tenant_lock_key(t) for t in tenants})
+    # A SELECT list is evaluated left to right: the store lock, then the tenants in order.
+    locks = [f"pg_advisory_xact_lock_shared({WRITE_LOCK_KEY})"]
+    locks += [f"pg_advisory_xact_lock({k})" for k in keys]
+    return "SELECT " + ", ".join(locks)
 
 
 class _NumericLoader(Loader):
@@ -91,18 +125,37 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Any], *, readonly: bool = False) -> None:
         self.raw = raw
         self.readonly = readonly
+        self.held: frozenset[str] | None = None  # the open write's tenants; None: the store
         raw.adapters.register_loader("numeric", _NumericLoader)
+
+    def begin_write(self, tenants: Iterable[str] | None) -> None:
+        """Open a write transaction holding the locks for ``tenants`` (None: the whole
+        store), in one round trip."""
+        self.held = None if tenants is None else frozenset(tenants)
+        self.raw.execute(f"BEGIN; {write_lock_sql(self.held)}")
+
+    def require_held(self, tenants: Iterable[str]) -> None:
+        """Refuse a savepoint writing a tenant the open transaction did not lock: taking its
+        lock now could deadlock (locks are taken up front, in one order)."""
+        if self.held is not None and not self.held.issuperset(tenants):
+            raise StoreError(
+                f"a write for {len(set(tenants) - self.held)} more tenant(s) inside a "
+                "transaction locked for others: name every tenant when it begins (a bug in "
+                "mnemo)")
 
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
-        head = sql.lstrip()[:8].upper()
+        head = sql.lstrip()[:16].upper()
         if head.startswith("COMMIT"):
             from memory_core.db import pg_fts  # the postings of this transaction's rows
 
             pg_fts.flush(self)
+        elif head.startswith("BEGIN IMMEDIATE"):
+            self.begin_write(None)  # a write that named no tenant: the whole store
+            return PgCursor(self.raw.cursor())
         r, args = dialect.to_postgres(sql, params)
         text = r.sql
         returning = (r.insert_table in ID_TABLES and "RETURNING" not in text.upper())
@@ -110,8 +163,6 @@ class PgConnection:
             text += " RETURNING id"
         cur = self.raw.cursor()
         cur.execute(text, _args(args))
-        if head.startswith("BEGIN") and "IMMEDIATE" in sql.upper():
-            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
         lastrowid = None
         if returning:
             row = cur.fetchone()

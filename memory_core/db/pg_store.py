@@ -8,8 +8,9 @@ Datetimes keep the state db's fixed-width UTC text, so every comparison and orde
 same on both engines.
 
 The schema is created and migrated under a transaction-scoped advisory lock (two workers
-starting at once do not race); its version is in ``schema_migrations``, and ``meta`` records
-``kind`` = ``state`` and ``vector_type`` — pgvector's ``vector`` when the extension is
+starting at once do not race), then the store-wide write lock (no writer in flight); its
+version is in ``schema_migrations``, and ``meta`` records ``kind`` = ``state`` and
+``vector_type`` — pgvector's ``vector`` when the extension is
 installed or can be created, else ``real[]`` (dense search is then an exact scan). A schema
 newer than this code is refused.
 """
@@ -28,7 +29,7 @@ from memory_core.backends import BackendURL, postgres_connect_kwargs
 from memory_core.clock import to_db, utcnow
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts, schema_state
-from memory_core.db.pg_state import SCHEMA, PgConnection, PgConnections
+from memory_core.db.pg_state import SCHEMA, PgConnection, PgConnections, write_lock_sql
 from memory_core.errors import SchemaTooNewError, StoreError
 
 _MIGRATE_LOCK = 0x6D6E656D6F4D47  # "mnemoMG"
@@ -85,6 +86,8 @@ def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
         if version > LATEST:
             raise SchemaTooNewError(f"the Postgres state schema {SCHEMA} has version {version}, "
                                     f"this mnemo knows {LATEST}: upgrade mnemo")
+        if version < LATEST:  # no writer of any tenant in flight while the tables change
+            conn.execute(write_lock_sql(None))
         if version < 1:
             for statement in table_ddl() + pg_fts.ddl(SCHEMA):
                 conn.execute(statement)

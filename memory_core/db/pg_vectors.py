@@ -37,6 +37,12 @@ def create_table(conn: Any, table: str, dim: int) -> None:
                          "(embedding vector_cosine_ops)")
 
 
+def upsert_sql(table: str) -> str:
+    """Write or replace a vector in one statement (vec0 has no upsert: SQLite deletes first)."""
+    return (f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?) ON CONFLICT "
+            "(rowid) DO UPDATE SET tenant = excluded.tenant, embedding = excluded.embedding")
+
+
 def param(conn: Any, vector: np.ndarray) -> Any:
     """A vector as the table's column takes it."""
     values = np.asarray(vector, dtype=np.float32).tolist()

@@ -15,7 +15,7 @@ import importlib
 import itertools
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -227,14 +227,22 @@ _savepoint_ids = itertools.count()
 
 
 @contextlib.contextmanager
-def atomic(conn: Connection, *, immediate: bool = True) -> Iterator[Connection]:
+def atomic(conn: Connection, *, immediate: bool = True,
+           tenants: Iterable[str] | None = None) -> Iterator[Connection]:
     """A transaction, or a savepoint when one is already open.
 
     The outermost level uses ``BEGIN IMMEDIATE`` (takes the write lock up front, so a
     transaction never fails half-way on a lock upgrade). A rollback never hides the error
     that caused it. Do no I/O (embedding, network) inside: compute first, then write.
+
+    ``tenants``: the only tenants the transaction writes. SQLite has one write lock per file
+    whatever it says; the Postgres primary then locks just those tenants (``pg_state``), so
+    writers of other tenants go on in parallel. Without it the write locks the whole store.
+    A savepoint inside may name only tenants the transaction already holds.
     """
     if conn.in_transaction:
+        if tenants is not None and hasattr(conn, "require_held"):
+            conn.require_held(tenants)
         name = f"sp_{next(_savepoint_ids)}"
         conn.execute(f"SAVEPOINT {name}")
         try:
@@ -248,7 +256,11 @@ def atomic(conn: Connection, *, immediate: bool = True) -> Iterator[Connection]:
             conn.execute(f"RELEASE {name}")
         return
     with write_lock(conn) if immediate else contextlib.nullcontext():
-        conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        begin_write = getattr(conn, "begin_write", None)  # the Postgres primary's
+        if immediate and begin_write is not None:
+            begin_write(tenants)
+        else:
+            conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
         try:
             yield conn
         except BaseException:

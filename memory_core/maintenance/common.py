@@ -43,7 +43,7 @@ def job_tx(env: JobEnv, tenant: str, embeds: Embeds | None = None) -> Iterator[W
     """``write_tx`` with the job's clock as the system time: what a job changes is stamped
     with its firing's time, so a rerun of the window writes the same values."""
     conn = env.state.conn
-    with atomic(conn):
+    with atomic(conn, tenants=(tenant,)):
         env.index.ensure(conn)
         tx = WriteTx(conn, env.index, tenant, to_db(env.now), embeds or Embeds(env.index))
         yield tx

@@ -44,7 +44,7 @@ def _settle_leftovers(env: JobEnv, tenant: str) -> None:
         if row is None or row[0] is not None:
             done.append((key,))
     if done:
-        with atomic(state):
+        with atomic(state, tenants=(tenant,)):
             state.executemany("DELETE FROM applied_jobs WHERE key = ?", done)
 
 
@@ -93,7 +93,7 @@ def reinforce(env: JobEnv, tenant: str, page: int = PAGE) -> dict[str, int]:
             "SELECT id, at, explanation FROM recall_log WHERE tenant = ? AND applied_at IS "
             "NULL ORDER BY id LIMIT ?", (tenant, page)).fetchall():
         keys = [(_key(tenant, log_id),) for log_id, _, _ in rows]
-        with atomic(state):
+        with atomic(state, tenants=(tenant,)):
             for (_, at, body), (key,) in zip(rows, keys, strict=True):
                 claimed = state.execute("INSERT OR IGNORE INTO applied_jobs (key, applied_at) "
                                         "VALUES (?, ?)", (key, now)).rowcount
@@ -104,7 +104,7 @@ def reinforce(env: JobEnv, tenant: str, page: int = PAGE) -> dict[str, int]:
         with atomic(ops):
             ops.executemany("UPDATE recall_log SET applied_at = ? WHERE id = ?",
                             [(now, r[0]) for r in rows])
-        with atomic(state):
+        with atomic(state, tenants=(tenant,)):
             state.executemany("DELETE FROM applied_jobs WHERE key = ?", keys)
         out["recalls_applied"] += len(rows)
     return out

@@ -62,7 +62,7 @@ def decay(env: JobEnv, tenant: str, page: int = PAGE) -> int:
     half_life = float(env.settings.importance_half_life_s)
     last, changed = 0, 0
     while True:
-        with atomic(conn):
+        with atomic(conn, tenants=(tenant,)):
             rows = conn.execute(
                 "SELECT id, importance, coalesce(decayed_at, created_at) < ?, "
                 + _SECONDS.format(col="coalesce(decayed_at, created_at)")

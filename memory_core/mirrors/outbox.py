@@ -124,6 +124,17 @@ def record_error(ops_conn: Connection, sink: str, error: BaseException) -> None:
             (sink, to_db(utcnow()), text[:500], to_db(utcnow())))
 
 
+def settled_outbox_id(state_conn: Connection) -> int:
+    """The outbox's last id read under the store-wide write lock: every transaction that took
+    an id at or below it has ended. On the Postgres primary writers of different tenants
+    commit at once, so a row with a lower id can appear after a higher one; shipping only up
+    to this id never moves a cursor past a row still to come. (On SQLite, one writer at a
+    time, it is simply the last id.)"""
+    with atomic(state_conn):
+        row = state_conn.execute("SELECT max(id) FROM outbox").fetchone()
+    return int(row[0] or 0) if row else 0
+
+
 def ship_outbox(state_conn: Connection, ops_conn: Connection, sink: MirrorSink, *,
                 batch: int = DEFAULT_BATCH, max_batches: int = 100) -> ShipReport:
     """Ship the outbox rows after ``sink``'s cursor, batch by batch: each batch becomes the
@@ -135,10 +146,11 @@ def ship_outbox(state_conn: Connection, ops_conn: Connection, sink: MirrorSink, 
     first: int | None = None
     per_tenant: Counter[str] = Counter()
     try:
+        settled = settled_outbox_id(state_conn)
         for _ in range(max_batches):
             rows = state_conn.execute(
-                "SELECT id, tenant, kind, object_id, op FROM outbox WHERE id > ? ORDER BY id "
-                "LIMIT ?", (cursor, batch)).fetchall()
+                "SELECT id, tenant, kind, object_id, op FROM outbox WHERE id > ? AND id <= ? "
+                "ORDER BY id LIMIT ?", (cursor, settled, batch)).fetchall()
             if not rows:
                 break
             changes = [Change(*row) for row in rows]

@@ -298,7 +298,7 @@ def invalidate_belief(conn: Connection, index: VectorIndex, tenant: str,
     if isinstance(belief, bool) or not isinstance(belief, int | str):
         raise InvalidInputError("belief must be a belief id (int) or belief_uid (str)")
     embeds = Embeds(index)
-    with atomic(conn):
+    with atomic(conn, tenants=(tenant,)):
         tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
         row = _find(conn, tenant, belief)
         predicate = conn.execute("SELECT predicate FROM beliefs WHERE id = ?",

@@ -232,7 +232,7 @@ def _verified(conn: Connection, index: VectorIndex, tenant: str,
         if conn.execute("PRAGMA secure_delete").fetchone()[0] != 1:
             raise DeletionNotConfirmedError("SQLite refused PRAGMA secure_delete: nothing "
                                             "was deleted")
-        with atomic(conn):
+        with atomic(conn, tenants=(tenant,)):
             tx = WriteTx(conn, index, tenant, to_db(now or utcnow()), Embeds(index))
             plan = _Plan()
             for kind, ref in refs:

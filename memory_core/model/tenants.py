@@ -32,7 +32,7 @@ def validate_tenant(tenant: object) -> str:
 def create_tenant(conn: Connection, tenant: str) -> bool:
     """Create ``tenant`` if it does not exist. Returns True when it was created. Idempotent."""
     validate_tenant(tenant)
-    with atomic(conn):
+    with atomic(conn, tenants=(tenant,)):
         now = to_db(utcnow())
         cur = conn.execute(
             "INSERT OR IGNORE INTO tenants (tenant, created_at) VALUES (?, ?)", (tenant, now)

@@ -179,7 +179,7 @@ def record_turn(conn: Connection, turn: TurnInput,
     """
     checked = check_turn(turn, max_turn_chars)
     require_tenant(conn, checked.tenant)
-    with atomic(conn):
+    with atomic(conn, tenants=(checked.tenant,)):
         return insert_turn(conn, checked)
 
 

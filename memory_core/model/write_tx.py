@@ -112,7 +112,7 @@ def write_tx(conn: Connection, index: VectorIndex, tenant: str,
     """One short write transaction for ``tenant``: the vector index recorded, the rules applied
     by the caller on the yielded ``WriteTx``, its side rows flushed before commit. Embed first
     (``embeds``), never inside."""
-    with atomic(conn):
+    with atomic(conn, tenants=(tenant,)):
         index.ensure(conn)
         tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds or Embeds(index))
         yield tx

@@ -100,7 +100,7 @@ def write_recall_log(conn: Connection, tenant: str, query_digest: str, strategy:
                      keep: int, *, log_id: int | None = None) -> int:
     """Append one explanation (``body``, from ``build_explanation``; with id ``log_id``,
     default the next) and keep only the tenant's newest ``keep``; returns its id."""
-    with atomic(conn):
+    with atomic(conn, tenants=(tenant,)):
         cur = conn.execute(
             "INSERT INTO recall_log (id, tenant, query_digest, at, strategy, explanation) "
             "VALUES (?, ?, ?, ?, ?, ?)",

@@ -281,7 +281,8 @@ def micro_consolidate(state_db: Database, index: VectorIndex, tenant: str, sessi
     """
     conn = state_db.conn
     require_tenant(conn, tenant)
-    with atomic(conn):  # explicit: the recount below must see the flushed count deltas
+    # explicit: the recount below must see the flushed count deltas
+    with atomic(conn, tenants=(tenant,)):
         index.ensure(conn)
         tx = WriteTx(conn, index, tenant, to_db(utcnow()), Embeds(index))
         merged = episodes.merge_duplicates(tx, session_id)
@@ -324,7 +325,7 @@ def process_turns(state_db: Database, index: VectorIndex,
     work = [(t, *candidates_for(extractor, t)) for t in checked_turns]
     embeds = _prepare(conn, index, [(t, c) for t, c, _ in work])
     outcomes: list[TurnOutcome] = []
-    with atomic(conn):
+    with atomic(conn, tenants={t.tenant for t, _, _ in work}):
         index.ensure(conn)
         now = to_db(utcnow())
         txs: dict[str, WriteTx] = {}

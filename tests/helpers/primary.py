@@ -58,3 +58,19 @@ def make_pg_store(url: BackendURL, tenants: tuple[str, ...] = ("t1",), dim: int 
 
 def rows(db: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in db.conn.execute(sql, params).fetchall()]
+
+
+def write_turn_in_child(url: BackendURL, tenant: str, turn_uid: str, pids: Any) -> None:
+    """A separate process's writer (``multiprocessing`` target): put its server pid on
+    ``pids``, then write one turn of ``tenant`` through the write path."""
+    from memory_core.model.turns import TurnInput
+    from memory_core.write.pipeline import process_turns
+    from tests.helpers.memory import day
+
+    db = PgDatabase(url, None)
+    try:
+        pids.put(db.conn.raw.info.backend_pid)
+        process_turns(db, VectorIndex(HashEmbedder(dim=32)),  # type: ignore[arg-type]
+                      [TurnInput(tenant, "s1", turn_uid, "user", "I live in Lisbon", day(2))])
+    finally:
+        db.close()
