@@ -9,18 +9,27 @@ table touched is optimised so no segment still holds the deleted tokens. Then ev
 confirmed — primary rows, FTS ``docsize`` rows, vectors in every generation — and if any
 cannot be confirmed the transaction rolls back and ``DeletionNotConfirmedError`` is raised:
 nothing is deleted. The write-ahead log is checkpointed afterwards (best effort).
+
+On the Postgres primary the same plan runs in one transaction holding the tenant's write
+lock; the full-text postings and row lengths of a deleted row go with it (the ``pg_fts``
+trigger), and the confirmation reads the base rows, the postings, the row lengths, the
+pending queue and every vector generation. There is no ``secure_delete``: the deleted
+tuples' bytes stay in the table files until VACUUM reuses them (autovacuum, or an operator's
+``VACUUM``) and in WAL archives and backups until they expire — ``checkpointed`` is False.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
+from memory_core.db.dialect import is_postgres
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
 from memory_core.model.ego_anchor import sync_anchor
@@ -159,14 +168,25 @@ def _drop_orphans(tx: WriteTx, entity_ids: set[str]) -> int:
     return dropped
 
 
+def _index_rows(conn: Connection, table: str, marks: str, ids: list[int]) -> int:
+    """How many full-text index rows ``ids`` of ``table`` still have."""
+    if not is_postgres(conn):
+        return int(conn.execute(f"SELECT count(*) FROM {table}_fts_docsize WHERE id IN "
+                                f"({marks})", ids).fetchone()[0])
+    return int(conn.execute(
+        f"SELECT (SELECT count(*) FROM {table}_fts_p WHERE doc IN ({marks})) + (SELECT "
+        f"count(*) FROM {table}_fts_len WHERE doc IN ({marks})) + (SELECT count(*) FROM "
+        f"fts_pending WHERE tbl = ? AND doc IN ({marks}))",
+        [*ids, *ids, table, *ids]).fetchone()[0])
+
+
 def _confirm(conn: Connection, index: VectorIndex, table: str, ids: list[int]) -> None:
     if not ids:
         return
     marks = ",".join("?" * len(ids))
     left = conn.execute(f"SELECT count(*) FROM {table} WHERE id IN ({marks})",
                         ids).fetchone()[0]
-    left += conn.execute(f"SELECT count(*) FROM {table}_fts_docsize WHERE id IN ({marks})",
-                         ids).fetchone()[0]
+    left += _index_rows(conn, table, marks, ids)
     if table in ("episodes", "beliefs"):
         left += index.delete(conn, table, ids)
     if left:
@@ -192,7 +212,7 @@ def _execute(tx: WriteTx, plan: _Plan, reason: str) -> dict[str, int]:
     tx.flush()
     for table, ids in (("turns", plan.turns), ("episodes", plan.episodes),
                        ("beliefs", plan.beliefs)):
-        if ids:
+        if ids and not is_postgres(conn):  # no FTS5 segment keeps the deleted tokens
             conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('optimize')")
         _confirm(conn, tx.index, table, list(ids))
     return {"turns": len(plan.turns), "episodes": len(plan.episodes),
@@ -219,37 +239,48 @@ def _verified(conn: Connection, index: VectorIndex, tenant: str,
     Returns the plan, the deleted counts, how many refs were already gone (``missing_ok``)
     and whether the checkpoint completed.
     """
-    if getattr(conn, "dialect", None) == "postgres":
-        # Deleted rows stay in PostgreSQL's pages until VACUUM (and in its WAL archive):
-        # the verification this function promises is not there yet, so it refuses.
-        raise DeletionNotConfirmedError(
-            "verified deletion is not available on the Postgres primary yet (its pages keep "
-            "deleted rows until VACUUM): nothing was deleted; see docs/mirrors.md")
+    skipped = 0
+    with _secure_delete(conn), atomic(conn, tenants=(tenant,)):
+        tx = WriteTx(conn, index, tenant, to_db(now or utcnow()), Embeds(index))
+        plan = _Plan()
+        for kind, ref in refs:
+            try:
+                _plan(conn, tenant, kind, ref, plan)
+            except NotFoundError:
+                if not missing_ok:
+                    raise
+                skipped += 1
+        deleted = _execute(tx, plan, reason)
+    return plan, deleted, skipped, _checkpoint(conn)
+
+
+@contextlib.contextmanager
+def _secure_delete(conn: Connection) -> Iterator[None]:
+    """SQLite zeroes the pages it frees while this is open (PostgreSQL has no such switch:
+    see the module)."""
+    if is_postgres(conn):
+        yield
+        return
     previous = conn.execute("PRAGMA secure_delete").fetchone()[0]
     conn.execute("PRAGMA secure_delete = ON")
-    skipped = 0
     try:
         if conn.execute("PRAGMA secure_delete").fetchone()[0] != 1:
             raise DeletionNotConfirmedError("SQLite refused PRAGMA secure_delete: nothing "
                                             "was deleted")
-        with atomic(conn, tenants=(tenant,)):
-            tx = WriteTx(conn, index, tenant, to_db(now or utcnow()), Embeds(index))
-            plan = _Plan()
-            for kind, ref in refs:
-                try:
-                    _plan(conn, tenant, kind, ref, plan)
-                except NotFoundError:
-                    if not missing_ok:
-                        raise
-                    skipped += 1
-            deleted = _execute(tx, plan, reason)
+        yield
     finally:
         conn.execute(f"PRAGMA secure_delete = {int(previous)}")
+
+
+def _checkpoint(conn: Connection) -> bool:
+    """Fold the write-ahead log into the file so no old page of it keeps deleted text (best
+    effort; never on the Postgres primary, whose WAL is the server's)."""
+    if is_postgres(conn):
+        return False
     try:
-        checkpointed = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        return bool(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0)
     except Exception:
-        checkpointed = False
-    return plan, deleted, skipped, checkpointed
+        return False
 
 
 def delete_memory(conn: Connection, index: VectorIndex, tenant: str, kind: str, ref: int | str,

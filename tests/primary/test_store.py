@@ -7,8 +7,7 @@ from dataclasses import replace
 import pytest
 
 from memory_core.db.pg_store import LATEST, PgDatabase
-from memory_core.errors import ConfigurationError, DeletionNotConfirmedError, SchemaTooNewError
-from memory_core.model.deletion import delete_memory
+from memory_core.errors import ConfigurationError, SchemaTooNewError
 from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
 from memory_core.write.pipeline import process_turns
@@ -31,14 +30,6 @@ def store(primary_urls):
     s = make_pg_store(db.url, ("t1",), db=db)
     yield s
     db.close()
-
-
-def test_verified_deletion_refuses_and_deletes_nothing(store) -> None:
-    process_turns(store.db, store.index, [TurnInput("t1", "s1", "u1", "user",
-                                                    "I live in Berlin", day(1))])
-    with pytest.raises(DeletionNotConfirmedError, match="not available on the Postgres"):
-        delete_memory(store.conn, store.index, "t1", "turn", "u1")
-    assert rows(store.db, "SELECT count(*) FROM turns") == [(1,)]
 
 
 def test_a_newer_schema_is_refused(store) -> None:
