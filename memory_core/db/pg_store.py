@@ -35,7 +35,8 @@ from memory_core.errors import SchemaTooNewError, StoreError
 _MIGRATE_LOCK = 0x6D6E656D6F4D47  # "mnemoMG"
 # (version, name); the steps are in ``_migrate``. Append, never edit a released one.
 MIGRATIONS = ((1, "state tables, full-text postings, vector type"),
-              (2, "SQLite's julianday() and sum(boolean) for the maintenance jobs' SQL"))
+              (2, "SQLite's julianday() and sum(boolean) for the maintenance jobs' SQL"),
+              (3, "SQLite's json_group_array() for the backup's exports"))
 # SQLite functions the state code calls that PostgreSQL lacks, made in the schema.
 _COMPAT = ["CREATE OR REPLACE FUNCTION julianday(t text) RETURNS double precision "
            "LANGUAGE sql STABLE AS $$ SELECT extract(epoch FROM t::timestamptz)::float8 "
@@ -45,6 +46,11 @@ _COMPAT = ["CREATE OR REPLACE FUNCTION julianday(t text) RETURNS double precisio
            "LANGUAGE sql IMMUTABLE AS $$ SELECT n + CASE WHEN b THEN 1 ELSE 0 END $$",
            "CREATE AGGREGATE sum(boolean) (SFUNC = bool_sum_step, STYPE = int8, "
            "INITCOND = '0')"]
+# SQLite's json_group_array(text): the values as one JSON array, in text (as SQLite gives it).
+_JSON_ARRAY = ["CREATE OR REPLACE FUNCTION json_group_array_final(v text[]) RETURNS text "
+               "LANGUAGE sql IMMUTABLE AS $$ SELECT array_to_json(v)::text $$",
+               "CREATE AGGREGATE json_group_array(text) (SFUNC = array_append, STYPE = text[], "
+               "FINALFUNC = json_group_array_final, INITCOND = '{}')"]
 LATEST = MIGRATIONS[-1][0]
 
 
@@ -106,6 +112,12 @@ def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
                          "UPDATE SET value = excluded.value",
                          (fts_index.META_KEY, fts_index.TOKENS_VERSION))
             applied.append(2)
+        if version < 3:
+            for statement in _JSON_ARRAY:
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
+                         "VALUES (%s, %s, %s)", (3, MIGRATIONS[2][1], to_db(utcnow())))
+            applied.append(3)
     return applied
 
 

@@ -1,6 +1,8 @@
 """The ``backup`` job: both databases, per-tenant exports, a manifest, retention.
 
-Online: each database is copied with SQLite's backup API, a few pages per step, from a
+On the Postgres primary the state database is a logical dump of its schema taken from one
+``REPEATABLE READ`` snapshot (``pg_backup``); the rest is the same. Otherwise: each
+database is copied with SQLite's backup API, a few pages per step, from a
 connection that holds one read transaction for the whole copy. In WAL mode that read
 transaction blocks no one (the chat process reads, workers write on), and it pins the
 snapshot, so the copy is consistent and never restarts however busy the writers are (a
@@ -52,11 +54,6 @@ def backup(env: JobEnv, on_progress: OnProgress = no_progress) -> JobReport:
 
     ``on_progress(phase, done, total)``: bytes copied per database file (phase: its file
     name), then tenants exported (``exports``), then bytes checksummed (``checksums``)."""
-    if env.settings.state_backend == "postgres":
-        # The file backup copies SQLite files; the Postgres primary is backed up by its
-        # server (pg_dump, base backups and WAL archiving): not this job's, yet.
-        log.warning("backup_skipped", reason="postgres_primary")
-        return JobReport("backup", {"skipped": "postgres_primary"})
     root = env.settings.backups_path
     report = JobReport("backup")
     with files.folder_lock(root):
@@ -117,17 +114,14 @@ def _make(env: JobEnv, root: Path, on_progress: OnProgress) -> files.BackupInfo:
 def _fill(env: JobEnv, tmp: Path, on_progress: OnProgress) -> dict[str, Any]:
     """Write every file of the backup into ``tmp``; the manifest (without its name)."""
     databases: dict[str, Any] = {}
-    with snapshot(env.state, tmp / files.DB_FILES["state"],
-                  progress=_bytes_copied(env.state, files.DB_FILES["state"], on_progress)
-                  ) as state, \
+    with _state_snapshot(env, tmp, on_progress) as (state, databases["state"]), \
             snapshot(env.ops, tmp / files.DB_FILES["ops"],
                      progress=_bytes_copied(env.ops, files.DB_FILES["ops"], on_progress)
                      ) as ops:
         forget_processes(ops)
-        for kind, conn in (("state", state), ("ops", ops)):
-            databases[kind] = {"file": files.DB_FILES[kind],
-                               "schema_version": files.schema_version(conn),
-                               "tables": files.table_counts(conn)}
+        databases["ops"] = {"file": files.DB_FILES["ops"],
+                            "schema_version": files.schema_version(ops),
+                            "tables": files.table_counts(ops)}
         databases["state"]["embedder"] = _embedder(state)
         names = list(tenants(state))
         exports = {}
@@ -145,6 +139,25 @@ def _fill(env: JobEnv, tmp: Path, on_progress: OnProgress) -> dict[str, Any]:
             "created_at": to_db(env.now), "mnemo_version": _version(),
             "databases": databases, "exports": exports, "postgres": postgres,
             "files": listed}
+
+
+@contextlib.contextmanager
+def _state_snapshot(env: JobEnv, tmp: Path, on_progress: OnProgress
+                    ) -> Iterator[tuple[Connection, dict[str, Any]]]:
+    """The state database copied into ``tmp``: a connection reading the copy's state (the
+    exports read it) and its manifest entry. The SQLite file is copied online; the Postgres
+    primary is dumped table by table from one snapshot (``pg_backup``)."""
+    if env.settings.state_backend == "postgres":
+        from memory_core.maintenance import pg_backup
+
+        with pg_backup.snapshot(env.state) as conn:  # type: ignore[arg-type]
+            yield conn, pg_backup.dump(conn, tmp)  # type: ignore[misc]
+        return
+    name = files.DB_FILES["state"]
+    with snapshot(env.state, tmp / name,
+                  progress=_bytes_copied(env.state, name, on_progress)) as state:
+        yield state, {"file": name, "schema_version": files.schema_version(state),
+                      "tables": files.table_counts(state)}
 
 
 def forget_processes(copy: Connection) -> None:
@@ -211,6 +224,8 @@ def _embedder(conn: Connection) -> dict[str, str | None]:
 
 def _postgres(settings: Settings, tmp: Path) -> dict[str, str]:
     url = settings.postgres_backend
+    if settings.state_backend == "postgres":
+        return {"status": "primary: dumped by mnemo itself (primary/)"}
     if url is None:
         return {"status": "skipped: no Postgres mirror configured (MNEMO_POSTGRES_URL)"}
     dump_postgres(url, settings.postgres_password, tmp / DUMP_FILE)

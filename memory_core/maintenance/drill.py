@@ -1,6 +1,7 @@
 """The ``restore_drill`` job: prove the latest backup restores.
 
-It copies the latest complete backup's databases into a scratch folder, checks each copy's
+It copies the latest complete backup's databases into a scratch folder (a Postgres
+primary's dump: into temporary tables, ``pg_backup.check``), checks each copy's
 sha256, runs ``PRAGMA integrity_check`` on it, compares its schema version and row counts
 per table with the manifest, checks the other files' checksums in place, records the result
 in ``restore_drills`` (memory_ops.db) and removes the scratch folder.
@@ -49,11 +50,7 @@ class DrillResult:
 
 def restore_drill(env: JobEnv) -> JobReport:
     """Drill the latest backup; record and report pass or fail (never raises on a fail)."""
-    if env.settings.state_backend == "postgres":
-        # The file backup copies SQLite files; the Postgres primary is backed up by its
-        # server (pg_dump, base backups and WAL archiving): not this job's, yet.
-        log.warning("restore_drill_skipped", reason="postgres_primary")
-        return JobReport("restore_drill", {"skipped": "postgres_primary"})
+    primary = env.state if env.settings.state_backend == "postgres" else None
     root = env.settings.backups_path
     with files.folder_lock(root):
         prior = recorded_drill(env.ops.conn, env.window)
@@ -62,7 +59,7 @@ def restore_drill(env: JobEnv) -> JobReport:
         files.clean_leftovers(root)
         backups = files.list_backups(root)
         if backups:
-            result = drill(backups[-1], root)
+            result = drill(backups[-1], root, primary)
         else:
             result = DrillResult(None, None, [f"no complete backup in {root}"])
         detail = {"window": env.window, "backup": result.backup, "ok": result.ok,
@@ -75,17 +72,22 @@ def restore_drill(env: JobEnv) -> JobReport:
     return _report(detail, existing=False)
 
 
-def drill(info: files.BackupInfo, root: Path) -> DrillResult:
-    """Restore ``info`` into a scratch folder under ``root`` and check it; the scratch goes."""
+def drill(info: files.BackupInfo, root: Path, primary: Any = None) -> DrillResult:
+    """Restore ``info`` into a scratch folder under ``root`` and check it; the scratch goes.
+    A Postgres primary's dump is loaded into temporary tables of ``primary`` (its
+    ``PgDatabase``) instead (``pg_backup.check``)."""
     result = DrillResult(info.name, str(info.path.resolve()))
     scratch = root / f".drill-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:
         databases = info.manifest.get("databases", {})
         for kind, expected in sorted(databases.items()):
-            _check_database(info, scratch, kind, expected, result)
+            if expected.get("engine") == "postgres":
+                _check_primary(info, primary, expected, result)
+            else:
+                _check_database(info, scratch, kind, expected, result)
         others = [n for n in info.manifest.get("files", {})
-                  if n not in {d["file"] for d in databases.values()}]
+                  if n not in {d.get("file") for d in databases.values()}]
         result.failures.extend(verify(info, others))
         result.checked["files"] = len(others) + len(databases)
     finally:
@@ -115,6 +117,19 @@ def _check_database(info: files.BackupInfo, scratch: Path, kind: str, expected: 
         result.failures.append(f"{name}: check stopped by {type(e).__name__} (damaged file)")
     finally:
         conn.close()
+
+
+def _check_primary(info: files.BackupInfo, primary: Any, expected: dict[str, Any],
+                   result: DrillResult) -> None:
+    if primary is None:
+        result.failures.append("the backup holds a Postgres primary's dump: drill it with "
+                               "MNEMO_STATE_BACKEND=postgres")
+        return
+    from memory_core.maintenance import pg_backup
+
+    result.failures.extend(pg_backup.check(primary, info.path, expected))
+    result.checked["databases"] = result.checked.get("databases", 0) + 1
+    result.checked["tables"] = result.checked.get("tables", 0) + len(expected["tables"])
 
 
 def _check_contents(conn: Connection, name: str, expected: dict[str, Any],

@@ -1,4 +1,5 @@
-"""Restoring a backup's databases into a folder.
+"""Restoring a backup's databases into a folder (and a Postgres primary's dump into an empty
+primary: ``pg_backup.load``).
 
 The checksums are verified against the manifest before anything is written; a folder that
 is not empty is refused unless the caller confirms the overwrite; each file is copied under
@@ -91,30 +92,52 @@ def verify(info: files.BackupInfo, names: list[str],
 
 def _check_versions(info: files.BackupInfo) -> None:
     for kind, db in info.manifest["databases"].items():
-        if int(db["schema_version"]) > latest_version(kind):
+        if "file" in db and int(db["schema_version"]) > latest_version(kind):
             raise files.BackupError(
                 f"backup {info.name} holds a {kind} database of schema version "
                 f"{db['schema_version']}, newer than this mnemo knows ({latest_version(kind)}): "
                 "restore it with a newer mnemo (`pip install -U mnemo`)")
 
 
+def primary_entry(info: files.BackupInfo) -> dict[str, Any] | None:
+    """The manifest entry of a Postgres primary's dump, when the backup holds one."""
+    state = info.manifest["databases"].get("state", {})
+    return state if state.get("engine") == "postgres" else None
+
+
+def _dump_files(info: files.BackupInfo) -> list[str]:
+    entry = primary_entry(info)
+    if entry is None:
+        return []
+    return [n for n in info.manifest["files"] if n.startswith(f"{entry['dir']}/")]
+
+
 def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
-            dry_run: bool = False, on_progress: OnProgress = no_progress) -> RestoreResult:
-    """Restore the backup's two databases into ``target``.
+            dry_run: bool = False, on_progress: OnProgress = no_progress,
+            primary: Any = None) -> RestoreResult:
+    """Restore the backup's databases: the SQLite files into ``target``; a Postgres
+    primary's dump into ``primary`` (a ``PgDatabase`` whose schema is empty).
 
     ``on_progress(phase, done, total)``: bytes verified (``verify``), then bytes copied
     (``copy``).
 
     Raises BackupCorruptError when a file does not match the manifest (nothing written),
-    RestoreRefusedError when ``target`` is not empty and ``overwrite`` is not set.
+    RestoreRefusedError when ``target`` is not empty and ``overwrite`` is not set, or the
+    backup holds a primary and ``primary`` is None or not empty.
     """
     target = target.expanduser().resolve()
     if target == info.path.resolve():
         raise files.RestoreRefusedError(f"{target} is the backup itself: restore into another "
                                         "folder")
-    names = [db["file"] for db in info.manifest["databases"].values()]
+    names = [db["file"] for db in info.manifest["databases"].values() if "file" in db]
+    entry = primary_entry(info)
+    if entry is not None and primary is None:
+        raise files.RestoreRefusedError(
+            f"backup {info.name} holds a Postgres primary: run the restore with "
+            "MNEMO_STATE_BACKEND=postgres and MNEMO_POSTGRES_URL naming an empty database; "
+            "nothing was restored")
     with files.folder_lock(info.path.parent, shared=True):  # retention waits for us
-        problems = verify(info, names, on_progress)
+        problems = verify(info, names + _dump_files(info), on_progress)
         if problems:
             raise files.BackupCorruptError(
                 f"backup {info.name} does not match its manifest ({'; '.join(problems)}): "
@@ -131,6 +154,17 @@ def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
             result.files.append({"name": name, "bytes": listed[name]["bytes"],
                                  "sha256": listed[name]["sha256"],
                                  "replaces": (target / name).exists()})
+        if entry is not None:
+            from memory_core.maintenance import pg_backup
+
+            if dry_run:
+                pg_backup.refuse_occupied(primary)
+            else:  # first: an occupied primary is refused before any file is written
+                pg_backup.load(primary, info.path, entry)
+            result.files.append({"name": f"{entry['dir']}/ -> {primary.url.canonical}",
+                                 "bytes": sum(int(listed[n]["bytes"])
+                                              for n in _dump_files(info)),
+                                 "sha256": "", "replaces": False})
         if dry_run:
             return result
         target.mkdir(parents=True, exist_ok=True)

@@ -149,18 +149,22 @@ def restore(obj: Ctx, backup_ref: str, target: Path, yes: bool, dry_run: bool,
     path) into the folder --to.
 
     The checksums are verified against the manifest first. A folder that is not empty is
-    refused without --yes. Stop every mnemo process using that folder first; to bring a
-    restore live, point MNEMO_DATA_DIR at it (or restore into the data folder). Progress
-    (bytes verified, then copied) goes to stderr; --quiet or --json silence it.
+    refused without --yes. A backup of the Postgres primary (MNEMO_STATE_BACKEND=postgres)
+    restores its dump into MNEMO_POSTGRES_URL, whose schema mnemo_primary must be empty
+    (a fresh database), and memory_ops.db into --to. Stop every mnemo process using that
+    folder first; to bring a restore live, point MNEMO_DATA_DIR at it (or restore into the
+    data folder). Progress (bytes verified, then copied) goes to stderr; --quiet or --json
+    silence it.
 
     Example:
 
         mnemo restore latest --to /var/lib/mnemo-restored --dry-run
     """
     info = find_backup(obj.settings.backups_path, backup_ref)
-    with progress_for("restore", as_json=as_json, quiet=quiet,
-                      units={"verify": "B", "copy": "B"}) as bar:
-        result = run_restore(info, target, overwrite=yes, dry_run=dry_run, on_progress=bar)
+    with _primary(obj.settings) as primary, progress_for(
+            "restore", as_json=as_json, quiet=quiet, units={"verify": "B", "copy": "B"}) as bar:
+        result = run_restore(info, target, overwrite=yes, dry_run=dry_run, on_progress=bar,
+                             primary=primary)
     if as_json:
         emit_json(result.as_dict())
         return
@@ -171,6 +175,21 @@ def restore(obj: Ctx, backup_ref: str, target: Path, yes: bool, dry_run: bool,
     emit_table(["file", "size", "replaces an existing file"],
                [[f["name"], _size(f["bytes"]), "yes" if f["replaces"] else "no"]
                 for f in result.files])
+
+
+@contextlib.contextmanager
+def _primary(settings: Settings) -> Iterator[Any]:
+    """The Postgres primary a backup's primary dump is restored into (None on SQLite)."""
+    if settings.state_backend != "postgres":
+        yield None
+        return
+    from memory_core.db.primary import open_primary
+
+    db = open_primary(settings)
+    try:
+        yield db
+    finally:
+        db.close()
 
 
 @click.command(name="restore-drill")

@@ -1,6 +1,6 @@
 """The maintenance jobs on the Postgres primary do what they do on SQLite: the same turns in
-both, every job body run at the same time, the same counts (backup and the restore drill,
-which copy SQLite files, skip the primary and say so)."""
+both, every job body run at the same time, the same counts (the backup's exports too; the
+restore drill passes on both)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,10 @@ def test_job_bodies_count_the_same_on_both_engines(tmp_path: Path, primary_urls)
     prim, prim_beliefs = _run_all(Settings.from_env(
         {}, data_dir=tmp_path / "b", hash_dim=32, state_backend="postgres",
         postgres_url=url.canonical))
-    assert prim["backup"] == prim["restore_drill"] == {"skipped": "postgres_primary"}
+    # the backup's size, its name and the Postgres dump's status differ by engine
+    same = ("tenants", "beliefs", "episodes", "entity_merges", "audit_log", "existing")
+    assert {k: prim["backup"][k] for k in same} == {k: lite["backup"][k] for k in same}
+    assert prim["restore_drill"]["ok"] and lite["restore_drill"]["ok"]
     for name in BODIES:
         if name in ("backup", "restore_drill"):
             continue
