@@ -32,6 +32,14 @@ def store(primary_urls):
     db.close()
 
 
+@pytest.fixture
+def observer(store):
+    """Another connection to the primary, reading what others committed."""
+    db = PgDatabase(store.db.url, None)
+    yield db
+    db.close()
+
+
 def _hold(store: Any, tenant: str, uid: str) -> None:
     """Write one turn of ``tenant`` inside the caller's open transaction."""
     insert_turn(store.conn, check_turn(TurnInput(tenant, "s1", uid, "user", "I live in Oslo",
@@ -51,40 +59,32 @@ def _start_child(url: Any, tenant: str, uid: str) -> tuple[Any, int]:
     return child, pids.get(timeout=60)
 
 
-def test_another_tenants_writer_commits_while_one_tenant_is_held(store) -> None:
-    observer = PgDatabase(store.db.url, None)
-    try:
-        with atomic(store.conn, tenants=("a",)):
-            _hold(store, "a", "held")
-            child, _ = _start_child(store.db.url, "b", "other")
-            child.join(60)  # finishes while tenant a's transaction is still open
-            assert child.exitcode == 0
-            assert rows(observer, "SELECT tenant FROM turns WHERE turn_uid = 'other'") == [("b",)]
-            assert rows(observer, "SELECT count(*) FROM turns WHERE turn_uid = 'held'") == [(0,)]
-        assert rows(observer, "SELECT count(*) FROM turns WHERE tenant = 'a'") == [(1,)]
-    finally:
-        observer.close()
-
-
-def test_a_second_writer_of_the_same_tenant_waits_for_the_first(store) -> None:
-    observer = PgDatabase(store.db.url, None)
-    try:
-        with atomic(store.conn, tenants=("a",)):
-            _hold(store, "a", "first")
-            child, pid = _start_child(store.db.url, "a", "second")
-            deadline = time.monotonic() + 60
-            while not _waiting(observer, pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert _waiting(observer, pid)
-            time.sleep(0.3)
-            assert child.is_alive()
-            assert rows(observer, "SELECT count(*) FROM turns WHERE tenant = 'a'") == [(0,)]
-        child.join(120)
+def test_another_tenants_writer_commits_while_one_tenant_is_held(store, observer) -> None:
+    with atomic(store.conn, tenants=("a",)):
+        _hold(store, "a", "held")
+        child, _ = _start_child(store.db.url, "b", "other")
+        child.join(60)  # finishes while tenant a's transaction is still open
         assert child.exitcode == 0
-        assert rows(observer, "SELECT turn_uid FROM turns WHERE tenant = 'a' ORDER BY id") == \
-            [("first",), ("second",)]
-    finally:
-        observer.close()
+        assert rows(observer, "SELECT tenant FROM turns WHERE turn_uid = 'other'") == [("b",)]
+        assert rows(observer, "SELECT count(*) FROM turns WHERE turn_uid = 'held'") == [(0,)]
+    assert rows(observer, "SELECT count(*) FROM turns WHERE tenant = 'a'") == [(1,)]
+
+
+def test_a_second_writer_of_the_same_tenant_waits_for_the_first(store, observer) -> None:
+    with atomic(store.conn, tenants=("a",)):
+        _hold(store, "a", "first")
+        child, pid = _start_child(store.db.url, "a", "second")
+        deadline = time.monotonic() + 60
+        while not _waiting(observer, pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _waiting(observer, pid)
+        time.sleep(0.3)
+        assert child.is_alive()
+        assert rows(observer, "SELECT count(*) FROM turns WHERE tenant = 'a'") == [(0,)]
+    child.join(120)
+    assert child.exitcode == 0
+    assert rows(observer, "SELECT turn_uid FROM turns WHERE tenant = 'a' ORDER BY id") == \
+        [("first",), ("second",)]
 
 
 def test_the_outbox_horizon_waits_for_tenant_writers_in_flight(store) -> None:
