@@ -149,7 +149,7 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         head = sql.lstrip()[:16].upper()
-        if head.startswith("COMMIT"):
+        if head.startswith("COMMIT") and not self.readonly:  # a reader has nothing to index
             from memory_core.db import pg_fts  # the postings of this transaction's rows
 
             pg_fts.flush(self)

@@ -109,3 +109,18 @@ def test_recall_degrades_when_the_vector_table_is_broken(store) -> None:
     assert "vector index unreadable (UndefinedTable)" in (result.degraded_reason or "")
     assert result.items  # keyword recall still answers
     assert any("episode" in i.item_id for i in result.items)
+
+
+def test_a_read_only_connection_reads_in_a_snapshot_transaction(store) -> None:
+    """The chat side's connection (read only) commits a read transaction (the digest's one
+    snapshot) without touching the full-text queue, which it may not write."""
+    from memory_core.maintenance.digest import compute_digest
+
+    process_turns(store.db, store.index, [TurnInput("t1", "s1", "u1", "user",
+                                                    "I live in Berlin", day(1))])
+    reader = PgDatabase(store.db.url, None, readonly=True)
+    try:
+        digest = compute_digest(reader.conn, "t1", day(1).date())
+        assert digest["tenant"] == "t1"
+    finally:
+        reader.close()
