@@ -123,8 +123,10 @@ def main() -> None:
     ap.add_argument("--conversation", type=int, default=0)
     ap.add_argument("--turns", type=int, default=0)
     ap.add_argument("--processes", type=int, default=1, help="worker processes per host")
+    ap.add_argument("--data", type=Path, default=primary_parity.DATA,
+                    help="LoCoMo's locomo_dev.json")
     args = ap.parse_args()
-    conv = locomo_data.load(primary_parity.DATA)[args.conversation]
+    conv = locomo_data.load(args.data)[args.conversation]
     server = parse_backend_url("postgres", "--postgres", args.postgres)
     with primary_parity.fresh_database(server) as url, tempfile.TemporaryDirectory() as tmp:
         r = run(conv, url, args.redis, Path(tmp), limit=args.turns or None,
