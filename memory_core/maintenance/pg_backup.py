@@ -10,10 +10,12 @@ from the rows (the primary's trigger and ``pg_fts.flush``) — so a restore inde
 restored rows exactly as writes do.
 
 A restore (``load``) goes into an *empty* primary schema only (a fresh database, or one
-whose schema was dropped): one transaction under the store-wide write lock copies the rows
-with their ids, moves the id sequences past them, recreates the vector tables (converting
-between pgvector's ``vector`` and ``real[]`` when the two databases differ), checks every
-table's rows against the manifest and commits, which builds the postings. The drill
+whose schema was dropped), or one this same backup was restored into (``restored_from``: a
+rerun after a crash between the primary's commit and the ops file's copy goes on): one
+transaction under the store-wide write lock copies the rows with their ids, moves the id
+sequences past them, recreates the vector tables (converting between pgvector's ``vector``
+and ``real[]`` when the two databases differ), checks every table's rows against the
+manifest and commits, which builds the postings. The drill
 (``check``) loads every file into temporary tables shaped like the primary's and compares
 the rows with the manifest, touching nothing.
 """
@@ -37,7 +39,8 @@ ENGINE = "postgres"
 # Made from the rows on restore, never dumped.
 _DERIVED = frozenset({"fts_stats", "fts_pending"} | {f"{b}_fts_{s}" for b in pg_fts.TEXT_TABLES
                                                       for s in ("p", "len")})
-_KEEP_META = ("kind", "vector_type")  # the target database's own
+RESTORED_FROM = "restored_from"  # meta: the backup a restore loaded (a rerun skips it)
+_KEEP_META = ("kind", "vector_type", RESTORED_FROM)  # the target database's own
 _CHUNK = 1 << 20
 
 
@@ -124,6 +127,13 @@ def _load_meta(conn: PgConnection, path: Path) -> None:
                      (list(_KEEP_META),))
 
 
+def restored_from(db: PgDatabase) -> str | None:
+    """The name of the backup the primary was restored from (``meta``), if any."""
+    row = db.conn.raw.execute("SELECT value FROM meta WHERE key = %s",
+                              (RESTORED_FROM,)).fetchone()
+    return str(row[0]) if row else None
+
+
 def refuse_occupied(db: PgDatabase) -> None:
     """Refuse to restore over a primary that holds anything (RestoreRefusedError)."""
     conn = db.conn
@@ -148,6 +158,8 @@ def load(db: PgDatabase, folder: Path, entry: dict[str, Any]) -> dict[str, int]:
     table. Raises RestoreRefusedError (not empty), BackupError (newer schema, counts)."""
     _check_version(entry)
     db.migrate()
+    if restored_from(db) == folder.name:
+        return {}  # a rerun after a crash past the commit: the ops file is what is left
     refuse_occupied(db)
     src, want = folder / entry["dir"], entry["tables"]
     conn = db.conn
@@ -169,6 +181,8 @@ def load(db: PgDatabase, folder: Path, entry: dict[str, Any]) -> dict[str, int]:
         if wrong:
             raise BackupError(f"restored table {wrong[0]} has {got[wrong[0]]} rows, the "
                               f"manifest says {want[wrong[0]]}: nothing was restored")
+        conn.raw.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO "
+                         "UPDATE SET value = excluded.value", (RESTORED_FROM, folder.name))
         conn.execute("COMMIT")  # builds the full-text postings of the restored rows
     except BaseException:
         with contextlib.suppress(Exception):

@@ -157,9 +157,9 @@ def restore(info: files.BackupInfo, target: Path, *, overwrite: bool = False,
         if entry is not None:
             from memory_core.maintenance import pg_backup
 
-            if dry_run:
+            if dry_run and pg_backup.restored_from(primary) != info.path.name:
                 pg_backup.refuse_occupied(primary)
-            else:  # first: an occupied primary is refused before any file is written
+            elif not dry_run:  # first: an occupied primary is refused before any file is written
                 pg_backup.load(primary, info.path, entry)
             result.files.append({"name": f"{entry['dir']}/ -> {primary.url.canonical}",
                                  "bytes": sum(int(listed[n]["bytes"])

@@ -43,7 +43,7 @@ def _contents(db: PgDatabase) -> dict[str, list]:
     out = {}
     for (table,) in rows(db, TABLES):
         out[table] = sorted(map(repr, rows(db, f"SELECT * FROM {table}")))
-    out["meta"] = [r for r in out["meta"] if "vector_type" not in r]
+    out["meta"] = [r for r in out["meta"] if "vector_type" not in r and "restored_from" not in r]
     return out
 
 
@@ -86,12 +86,19 @@ def test_the_backup_holds_the_primary_and_restores_into_an_empty_one(backed_up, 
         assert (tmp_path / "restored" / "memory_ops.db").is_file()
         assert any(f["name"].startswith("primary/") for f in done.files)
         assert _contents(target) == _contents(source)  # postings and vectors too
+        assert rows(target, "SELECT value FROM meta WHERE key = 'restored_from'") == \
+            [(info.name,)]
         assert belief_table(target.conn) == belief_table(source.conn)
         # the id sequences moved past the restored rows: new writes go on
         process_turns(target, env.index, [TurnInput("t1", "s2", "new", "user",
                                                     "I work at Initech", day(9))])
+        # a rerun (a crash after the primary's commit) goes on to the ops file
+        restore(info, tmp_path / "rerun", primary=target)
+        assert (tmp_path / "rerun" / "memory_ops.db").is_file()
+        assert rows(target, "SELECT count(*) FROM turns WHERE turn_uid = 'new'") == [(1,)]
+        # a primary holding another memory is refused, and nothing is written
         with pytest.raises(files.RestoreRefusedError, match="is not empty"):
-            restore(info, tmp_path / "again", primary=target)
+            restore(info, tmp_path / "again", primary=source)
         assert not (tmp_path / "again").exists()
     finally:
         target.close()
