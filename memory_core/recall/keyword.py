@@ -73,10 +73,10 @@ def word_tokens(tenant: str, words: Sequence[str]) -> dict[str, str]:
 
 
 class TermStats:
-    """Document frequencies of a tenant's tokens per FTS table, cached for ``ttl`` seconds
-    (one per database: ``Memory`` owns one). A token names its tenant, so a cached count is
-    that tenant's; it moves only with the tenant's own writes, and a stale one only shifts
-    which terms count as common."""
+    """Document frequencies of a tenant's tokens, and its row count, per FTS table, cached
+    for ``ttl`` seconds (one per database: ``Memory`` owns one). A token names its tenant,
+    so a cached count is that tenant's; it moves only with the tenant's own writes, and a
+    stale one only shifts which terms count as common."""
 
     def __init__(self, ttl: float = 300.0, max_entries: int = 50_000) -> None:
         self.ttl = ttl
@@ -111,10 +111,20 @@ class TermStats:
     def df(self, conn: Connection, table: str, tenant: str, word: str) -> int:
         return self.dfs(conn, table, tenant, (word,)).get(word, 0)
 
-    @staticmethod
-    def tenant_rows(conn: Connection, table: str, tenant: str) -> int:
-        """Rows of ``tenant`` in ``table``'s index (``fts_stats``: exact, one lookup)."""
-        return fts_index.tenant_stats(conn, table, tenant)[0]
+    def tenant_rows(self, conn: Connection, table: str, tenant: str) -> int:
+        """Rows of ``tenant`` in ``table``'s index (``fts_stats``), cached as the frequencies
+        it is compared with are (a search's bm25 reads its own, exact: ``ranked_ids``); on
+        the Postgres primary each lookup is a round trip."""
+        key = (table, f"rows {tenant}")  # a token has no space: no clash with one
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        rows = fts_index.tenant_stats(conn, table, tenant)[0]
+        with self._lock:
+            self._cache[key] = (now, rows)
+        return rows
 
 
 @dataclass(frozen=True)
