@@ -12,7 +12,11 @@ connection adapter (``db.pg_state``) passes each statement through ``to_postgres
   ``CROSS JOIN t ON`` is ``JOIN t ON``, scalar ``max``/``min`` of two or more arguments
   are ``greatest``/``least``, a unary ``+column`` is the column;
 - ``a IS b`` / ``a IS NOT b`` (b not NULL) are ``IS [NOT] DISTINCT FROM``;
-- a derived table without an alias gets one (PostgreSQL 15 requires it).
+- a derived table without an alias gets one (PostgreSQL 15 requires it);
+- ``x IN (?, ?, ...)`` of plain parameters is ``x = ANY(%s)`` with one array parameter: the
+  statement's text no longer depends on how many values a call passes, so psycopg prepares
+  it once and the server plans it once (planning a recall's statements anew each time cost
+  more than running them).
 
 Anything this does not know how to say in PostgreSQL (``INSERT OR REPLACE``, ``PRAGMA``,
 ``GLOB``, ``sqlite_master``) is refused with ``DialectError`` naming it, never sent as is:
@@ -81,6 +85,8 @@ class Rewritten:
     plain_count: int  # plain ``?`` parameters (mutually exclusive with numbered ones)
     insert_table: str | None  # the table of a single-table INSERT (for RETURNING id)
     ignore: bool  # was INSERT OR IGNORE
+    # Plain-parameter lists sent as one array each: (index of the first, how many).
+    packed: tuple[tuple[int, int], ...] = ()
 
 
 def _tokens(sql: str) -> list[tuple[str, str]]:
@@ -137,6 +143,28 @@ def _matching(toks: list[tuple[str, str]], i: int) -> tuple[int, int]:
     raise DialectError("unbalanced parentheses in a statement")
 
 
+def _param_list(toks: list[tuple[str, str]], i: int) -> tuple[int, int] | None:
+    """For ``IN`` at ``toks[i]``: when a list of plain ``?`` alone follows, the index of its
+    ``)`` and how many; else None."""
+    j, nxt = _next_word(toks, i + 1)
+    if nxt != "(":
+        return None
+    count, expect_param = 0, True
+    for k in range(j + 1, len(toks)):
+        kind, text = toks[k]
+        if kind == "space":
+            continue
+        if expect_param and kind == "param" and text == "?":
+            count, expect_param = count + 1, False
+        elif not expect_param and text == ",":
+            expect_param = True
+        elif not expect_param and text == ")":
+            return k, count
+        else:
+            return None
+    return None
+
+
 @functools.lru_cache(maxsize=2048)
 def _rewrite(sql: str) -> Rewritten:
     toks = _tokens(sql)
@@ -148,10 +176,19 @@ def _rewrite(sql: str) -> Rewritten:
     alias_after: set[int] = set()  # indexes of ')' closing an alias-less derived table
     counter = 0
     upsert_columns: frozenset[str] = frozenset()  # inside ON CONFLICT ... DO UPDATE SET
+    packed: list[tuple[int, int]] = []
     i = 0
     while i < len(toks):
         kind, text = toks[i]
         upper = text.upper()
+        listed = _param_list(toks, i) if kind == "word" and upper == "IN" else None
+        if listed is not None and next((t for t in reversed(out) if t.strip()),
+                                       "").upper() != "NOT":
+            packed.append((plain, listed[1]))
+            plain += listed[1]
+            out.append("= ANY(%s)")
+            i = listed[0] + 1
+            continue
         if kind == "word" and upper == "UPDATE" and insert_table and out and \
                 next((t for t in reversed(out) if t.strip()), "").upper() == "DO":
             upsert_columns = _columns(insert_table)
@@ -244,7 +281,10 @@ def _rewrite(sql: str) -> Rewritten:
     body = "".join(out)
     if ignore:
         body = _add_on_conflict(body)
-    return Rewritten(body, tuple(order) if order else None, plain, insert_table, ignore)
+    if order and packed:
+        raise DialectError("a statement mixes ?NNN parameters and IN lists of ?")
+    return Rewritten(body, tuple(order) if order else None, plain, insert_table, ignore,
+                     tuple(packed))
 
 
 def _add_on_conflict(body: str) -> str:
@@ -264,4 +304,7 @@ def to_postgres(sql: str, params: Sequence[Any] | None) -> tuple[Rewritten, list
     args = list(params) if params is not None else []
     if r.order is not None:
         args = [args[k] for k in r.order]
+    for start, count in reversed(r.packed):  # from the end: earlier indexes stay valid
+        args[start:start + count] = [[int(a) if isinstance(a, bool) else a
+                                      for a in args[start:start + count]]]
     return r, args

@@ -14,19 +14,29 @@ a changed or deleted row's postings and length at once and queues the row in
 queued rows in the same transaction. A search inside that transaction does not see them yet
 (the state code never searches inside a write).
 
-``ranked_ids`` is ``recall.keyword.ranked_ids`` in SQL over the postings: bm25 with FTS5's
-constants, the tenant's N and average length, the same fill of the newest matches of the
-common terms, the same order (ties: newest first).
+``postings`` reads what ``recall.keyword.ranked_ids`` ranks, as FTS5 gives it on SQLite:
+the essential terms' postings, the newest rows holding only the other terms, the other
+terms' postings in those rows and their document counts; bm25 and the order are computed
+by the same Python code on both engines, so the same rows come out in the same order.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 from memory_core.db import fts as fts_index
+from memory_core.errors import StoreError
 
 TEXT_TABLES = tuple(fts_index.FTS_TABLES.values())
+FLUSH_CHUNK = 5_000  # rows read, tokenised and written at once
+
+
+def index_tables() -> list[str]:
+    """The tables the full-text index adds to the state tables (emptied with them)."""
+    return ["fts_pending"] + [f"{b}_fts_{k}" for b in TEXT_TABLES for k in ("p", "len")]
 
 
 def ddl(schema: str) -> list[str]:
@@ -82,31 +92,56 @@ def flush(conn: Any) -> int:
     for tbl, doc in pending:
         by_table[tbl].append(doc)
     for base, docs in by_table.items():
-        if base not in TEXT_TABLES:
-            continue
-        rows = raw.execute(f"SELECT id, tenant, text FROM {base} WHERE id = ANY(%s)",
-                           (docs,)).fetchall()
-        postings: list[tuple[str, int, int]] = []
-        lengths: list[tuple[int, str, int]] = []
-        stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for doc, tenant, text in rows:
-            toks = fts_index.tokens(str(text or ""))
-            prefix = fts_index.tenant_prefix(tenant)
-            postings += [(prefix + t, doc, n) for t, n in Counter(toks).items()]
-            lengths.append((doc, tenant, len(toks)))
-            stats[tenant][0] += 1
-            stats[tenant][1] += len(toks)
-        with raw.cursor() as cur:
-            cur.executemany(f"INSERT INTO {base}_fts_p (token, doc, tf) VALUES (%s, %s, %s)",
-                            postings)
-            cur.executemany(f"INSERT INTO {base}_fts_len (doc, tenant, len) VALUES "
-                            "(%s, %s, %s)", lengths)
-            cur.executemany(
-                "INSERT INTO fts_stats (tbl, tenant, rows, tokens) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (tbl, tenant) DO UPDATE SET rows = fts_stats.rows + "
-                "excluded.rows, tokens = fts_stats.tokens + excluded.tokens",
-                [(base, t, r, n) for t, (r, n) in sorted(stats.items())])
+        if base in TEXT_TABLES:
+            for start in range(0, len(docs), FLUSH_CHUNK):
+                _index(raw, base, docs[start:start + FLUSH_CHUNK])
     return len(pending)
+
+
+def _index(raw: Any, base: str, docs: list[int]) -> None:
+    """Write the postings, lengths and statistics of ``docs`` of ``base`` (``COPY``: a
+    promote indexes millions of rows here, a commit a few)."""
+    rows = raw.execute(f"SELECT id, tenant, text FROM {base} WHERE id = ANY(%s)",
+                       (docs,)).fetchall()
+    stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    lengths: list[tuple[int, str, int]] = []
+    with raw.cursor() as cur:
+        with cur.copy(f"COPY {base}_fts_p (token, doc, tf, len) FROM STDIN") as copy:
+            for doc, tenant, text in rows:
+                toks = fts_index.tokens(str(text or ""))
+                prefix = fts_index.tenant_prefix(tenant)
+                for t, n in Counter(toks).items():
+                    copy.write_row((prefix + t, doc, n, len(toks)))
+                lengths.append((doc, tenant, len(toks)))
+                stats[tenant][0] += 1
+                stats[tenant][1] += len(toks)
+        with cur.copy(f"COPY {base}_fts_len (doc, tenant, len) FROM STDIN") as copy:
+            for row in lengths:
+                copy.write_row(row)
+        cur.executemany(
+            "INSERT INTO fts_stats (tbl, tenant, rows, tokens) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (tbl, tenant) DO UPDATE SET rows = fts_stats.rows + "
+            "excluded.rows, tokens = fts_stats.tokens + excluded.tokens",
+            [(base, t, r, n) for t, (r, n) in sorted(stats.items())])
+
+
+@contextlib.contextmanager
+def bulk_load(conn: Any) -> Iterator[None]:
+    """Inside the caller's transaction, with every postings table empty (a promote): drop
+    the postings' indexes for the load and build them once at the end — a sorted build is
+    many times faster than millions of random inserts into the same B-trees."""
+    raw = conn.raw
+    for base in TEXT_TABLES:
+        if raw.execute(f"SELECT 1 FROM {base}_fts_p LIMIT 1").fetchone():
+            raise StoreError(f"{base}_fts_p is not empty: a bulk load starts from nothing")
+        raw.execute(f"ALTER TABLE {base}_fts_p DROP CONSTRAINT {base}_fts_p_pkey")
+        raw.execute(f"DROP INDEX {base}_fts_p_doc")
+    yield
+    raw.execute("SET LOCAL maintenance_work_mem = '256MB'")
+    for base in TEXT_TABLES:
+        raw.execute(f"ALTER TABLE {base}_fts_p ADD CONSTRAINT {base}_fts_p_pkey PRIMARY KEY "
+                    "(token, doc) INCLUDE (tf, len)")
+        raw.execute(f"CREATE INDEX {base}_fts_p_doc ON {base}_fts_p (doc)")
 
 
 def rebuild(conn: Any, base: str) -> None:
@@ -120,30 +155,81 @@ def rebuild(conn: Any, base: str) -> None:
     flush(conn)
 
 
-_SCORED = """
-WITH q(tok, ess) AS (SELECT * FROM unnest(%(toks)s::text[], %(ess)s::int[])),
-p AS MATERIALIZED (SELECT q.tok, q.ess, f.doc, f.tf FROM q JOIN {t}_fts_p f ON f.token = q.tok),
-w AS MATERIALIZED (SELECT tok, greatest(ln((%(n)s::float8 - count(*) + 0.5)
-    / (count(*) + 0.5)), {min_idf}) AS idf FROM p GROUP BY tok),
-s AS MATERIALIZED (SELECT p.doc AS doc, max(p.ess) AS ess,
-    sum(w.idf * p.tf * ({k1} + 1) / (p.tf + {k1} * (1 - {b} + {b} * z.len / %(avg)s::float8)))
-    AS score
-  FROM p JOIN w ON w.tok = p.tok JOIN {t}_fts_len z ON z.doc = p.doc GROUP BY p.doc)
+# What a search ranks, in one statement: rows of (kind, token number from 1, doc, value,
+# length). Kind 0: an essential token's postings (all of them: their rows are ranked), tf and
+# the row's length; 1: the newest ``window`` rows holding an other token and no essential
+# one, with their length (each token's postings walked backwards, at most ``window`` of
+# them); 2: an other token's postings in those ranked rows, tf (a probe per ranked row and
+# token); 3: an other token's document frequency (its postings counted); 4: the tenant's
+# rows and tokens (``fts_stats``). Everything comes from the postings' primary key, which
+# holds tf and the row's length (``index_ddl``): no table row is read.
+_POSTINGS = """
+WITH e AS MATERIALIZED (
+  SELECT q.n, f.doc, f.tf, f.len FROM unnest(%(ess)s::text[]) WITH ORDINALITY AS q(tok, n)
+  JOIN {t}_fts_p f ON f.token = q.tok),
+fill AS MATERIALIZED (
+  SELECT DISTINCT x.doc, x.len FROM unnest(%(oth)s::text[]) AS o(tok) CROSS JOIN LATERAL (
+    SELECT f.doc, f.len FROM {t}_fts_p f WHERE f.token = o.tok
+      AND f.doc NOT IN (SELECT doc FROM e) ORDER BY f.doc DESC LIMIT %(window)s) AS x
+  ORDER BY x.doc DESC LIMIT %(window)s),
+r AS MATERIALIZED (SELECT doc FROM e UNION SELECT doc FROM fill)
+SELECT 0, e.n, e.doc, e.tf, e.len FROM e
+UNION ALL SELECT 1, 0, fill.doc, 0, fill.len FROM fill
+UNION ALL SELECT 2, q.n, r.doc, x.tf, 0
+  FROM unnest(%(oth)s::text[]) WITH ORDINALITY AS q(tok, n) CROSS JOIN r
+  CROSS JOIN LATERAL (SELECT f.tf FROM {t}_fts_p f WHERE f.token = q.tok AND f.doc = r.doc
+                      LIMIT 1) AS x
+UNION ALL SELECT 3, q.n, 0, (SELECT count(*) FROM {t}_fts_p f WHERE f.token = q.tok), 0
+  FROM unnest(%(oth)s::text[]) WITH ORDINALITY AS q(tok, n)
+UNION ALL SELECT 4, 0, 0, s.rows, s.tokens FROM fts_stats s
+  WHERE s.tbl = %(tbl)s AND s.tenant = %(tenant)s
 """
-_RANKED = "SELECT doc FROM s ORDER BY score DESC, doc DESC"
-_RANKED_AND_FILL = """SELECT doc FROM (
-  SELECT doc, score, 0 AS part FROM s WHERE ess = 1
-  UNION ALL SELECT doc, score, 1 FROM (
-    SELECT doc, score FROM s WHERE ess = 0 ORDER BY doc DESC LIMIT %(window)s) AS f) AS r
-ORDER BY part, score DESC, doc DESC"""
+
+# Per token (the essential ones, then the others): its document frequency and {row: tf}.
+Found = list[tuple[int, dict[int, int]]]
 
 
-def ranked_ids(conn: Any, table: str, tokens: list[str], essential: set[str], rows: int,
-               total: int, window: int, *, k1: float, b: float, min_idf: float) -> list[int]:
-    """``recall.keyword.ranked_ids`` over the postings (the caller made the tokens)."""
-    fill = window > 0 and len(essential) < len(tokens)
-    sql = _SCORED.format(t=table, k1=k1, b=b, min_idf=min_idf) + (
-        _RANKED_AND_FILL if fill else _RANKED)
-    params = {"toks": tokens, "ess": [int(t in essential) for t in tokens], "n": rows,
-              "avg": total / rows if total > 0 else 1.0, "window": max(0, window)}
-    return [r[0] for r in conn.raw.execute(sql, params)]
+def postings(conn: Any, table: str, tenant: str, essential: list[str], others: list[str],
+             window: int) -> tuple[Found, dict[int, int], set[int], tuple[int, int]]:
+    """What ``recall.keyword.ranked_ids`` ranks, read from the postings in one statement:
+    (per token its document frequency and frequencies in the ranked rows, the ranked rows'
+    lengths, the rows holding an essential token, the tenant's (rows, tokens)). The same as
+    SQLite's FTS5 and ``fts_stats`` give it."""
+    ess_tfs: list[dict[int, int]] = [{} for _ in essential]
+    oth_tfs: list[dict[int, int]] = [{} for _ in others]
+    dfs = [0] * len(others)
+    size: dict[int, int] = {}
+    stats = (0, 0)
+    params = {"ess": essential, "oth": others, "window": max(0, window), "tbl": table,
+              "tenant": tenant}
+    for kind, n, doc, value, length in conn.raw.execute(_POSTINGS.format(t=table), params):
+        if kind == 0:
+            ess_tfs[n - 1][doc] = value
+            size[doc] = length
+        elif kind == 1:
+            size[doc] = length
+        elif kind == 2:
+            oth_tfs[n - 1][doc] = value
+        elif kind == 3:
+            dfs[n - 1] = value
+        else:
+            stats = (int(value), int(length))
+    first = {doc for tfs in ess_tfs for doc in tfs}
+    found = [(len(t), t) for t in ess_tfs] + list(zip(dfs, oth_tfs, strict=True))
+    return found, size, first, stats
+
+
+def index_ddl() -> list[str]:
+    """Primary migration 4: each posting carries its row's length, and the primary key holds
+    tf and length (``INCLUDE``), so a search reads the index alone — one range per term,
+    no table row and no ``_fts_len`` lookup per ranked row."""
+    out = []
+    for base in TEXT_TABLES:
+        t = f"{base}_fts_p"
+        out += [f"ALTER TABLE {t} ADD COLUMN len integer NOT NULL DEFAULT 0",
+                f"UPDATE {t} p SET len = z.len FROM {base}_fts_len z WHERE z.doc = p.doc",
+                f"ALTER TABLE {t} ALTER COLUMN len DROP DEFAULT",
+                f"ALTER TABLE {t} DROP CONSTRAINT {t}_pkey",
+                f"ALTER TABLE {t} ADD CONSTRAINT {t}_pkey PRIMARY KEY (token, doc) "
+                "INCLUDE (tf, len)"]
+    return out

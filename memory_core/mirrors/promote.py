@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db import pg_vectors, primary, schema_state
+from memory_core.db import pg_fts, pg_vectors, primary, schema_state
 from memory_core.db.dialect import ID_TABLES
 from memory_core.db.sqlite import atomic
 from memory_core.errors import ConfigurationError, StoreError
@@ -193,6 +193,8 @@ def promote(settings: Settings, *, dry_run: bool = False,
             if dry_run:
                 return report
             report.vectors = _copy(state, target, str(settings.state_db_path), say)
+            target.vacuum_analyze()
+            say("vacuumed and analysed the primary (planner statistics, visibility map)")
         finally:
             target.close()
         with atomic(state.conn):
@@ -226,14 +228,17 @@ def _copy(state: Any, target: Any, source: str, say: Progress) -> dict[str, int]
         try:
             # A rerun after a crash between the two marks: the same file, copied again.
             tables = [t.name for t in schema_state.metadata.sorted_tables
-                      if t.name not in ("schema_migrations", "meta")]
+                      if t.name not in ("schema_migrations", "meta")] + pg_fts.index_tables()
             dst.raw.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
             dst.raw.execute("DELETE FROM meta WHERE key NOT IN ('kind', 'vector_type')")
             for name in pg_vectors.table_names(dst, ""):
                 if "_vec_g" in name:
                     dst.raw.execute(f"DROP TABLE {name}")
-            _copy_tables(src, dst.raw, say)
-            vectors = _copy_meta_and_vectors(src, dst)
+            with pg_fts.bulk_load(dst):  # the postings' indexes built once, at the end
+                _copy_tables(src, dst.raw, say)
+                vectors = _copy_meta_and_vectors(src, dst)
+                pg_fts.flush(dst)  # the postings of the copied rows
+                say("indexed the copied rows' full text")
             _verify(src, dst, vectors)
             dst.raw.execute("INSERT INTO meta (key, value) VALUES (%s, %s), (%s, %s)",
                             (primary.PROMOTED_FROM, source, "promoted_at", to_db(utcnow())))

@@ -22,8 +22,9 @@ import json
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
@@ -40,6 +41,7 @@ MIN_TENANT_ROWS_FOR_LOCAL = 100
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 MIN_IDF = 1e-6  # FTS5 floors idf here (a term in more than half the rows)
 _LOAD_PAGE = 64  # ranked ids loaded per statement past the first ``k``
+S = TypeVar("S")  # how an engine gives a row's length (FTS5: _docsize bytes)
 
 
 def in_order(found: dict[int, Candidate], ids: Sequence[int]) -> list[Candidate]:
@@ -71,10 +73,10 @@ def word_tokens(tenant: str, words: Sequence[str]) -> dict[str, str]:
 
 
 class TermStats:
-    """Document frequencies of a tenant's tokens per FTS table, cached for ``ttl`` seconds
-    (one per database: ``Memory`` owns one). A token names its tenant, so a cached count is
-    that tenant's; it moves only with the tenant's own writes, and a stale one only shifts
-    which terms count as common."""
+    """Document frequencies of a tenant's tokens, and its row count, per FTS table, cached
+    for ``ttl`` seconds (one per database: ``Memory`` owns one). A token names its tenant,
+    so a cached count is that tenant's; it moves only with the tenant's own writes, and a
+    stale one only shifts which terms count as common."""
 
     def __init__(self, ttl: float = 300.0, max_entries: int = 50_000) -> None:
         self.ttl = ttl
@@ -109,10 +111,20 @@ class TermStats:
     def df(self, conn: Connection, table: str, tenant: str, word: str) -> int:
         return self.dfs(conn, table, tenant, (word,)).get(word, 0)
 
-    @staticmethod
-    def tenant_rows(conn: Connection, table: str, tenant: str) -> int:
-        """Rows of ``tenant`` in ``table``'s index (``fts_stats``: exact, one lookup)."""
-        return fts_index.tenant_stats(conn, table, tenant)[0]
+    def tenant_rows(self, conn: Connection, table: str, tenant: str) -> int:
+        """Rows of ``tenant`` in ``table``'s index (``fts_stats``), cached as the frequencies
+        it is compared with are (a search's bm25 reads its own, exact: ``ranked_ids``); on
+        the Postgres primary each lookup is a round trip."""
+        key = (table, f"rows {tenant}")  # a token has no space: no clash with one
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        rows = fts_index.tenant_stats(conn, table, tenant)[0]
+        with self._lock:
+            self._cache[key] = (now, rows)
+        return rows
 
 
 @dataclass(frozen=True)
@@ -202,18 +214,32 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
     bm25 is computed as FTS5 computes it (k1 1.2, b 0.75, idf floored at 1e-6, the same
     arithmetic) but with the tenant's N and average length (``fts_stats``) and the tenant's
     document frequencies (a token is the tenant's own): an essential token's from its
-    instances, an other token's from ``_v``. Only the ranked rows come back to Python."""
+    instances, an other token's from its whole doclist. Only the ranked rows come back to
+    Python, from FTS5 or, on the Postgres primary, from its postings (``pg_fts.postings``):
+    the same rows, frequencies and lengths, so the same scores and order."""
     by_word = word_tokens(tenant, (*plan.essential, *plan.other))
     essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
     others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
-    rows, total = fts_index.tenant_stats(conn, table, tenant)
-    if rows <= 0 or not (essential or others):
+    if not (essential or others):
         return []
-    if is_postgres(conn):  # the same bm25 over the Postgres primary's postings
-        return pg_fts.ranked_ids(conn, table, [*essential, *others], set(essential), rows,
-                                 total, window, k1=K1, b=B, min_idf=MIN_IDF)
+    if is_postgres(conn):  # one statement, the tenant's statistics included
+        found, lengths, first, (rows, total) = pg_fts.postings(conn, table, tenant, essential,
+                                                               others, window)
+        return _bm25_order(found, lengths, first, rows, total, int)
+    rows, total = fts_index.tenant_stats(conn, table, tenant)
+    if rows <= 0:
+        return []
+    found_s, sizes, first = _fts5_postings(conn, table, essential, others, window)
+    return _bm25_order(found_s, sizes, first, rows, total, fts_index.doc_length)
+
+
+def _fts5_postings(conn: Connection, table: str, essential: list[str], others: list[str],
+                   window: int) -> tuple[list[tuple[int, dict[int, int]]], dict[int, bytes],
+                                         set[int]]:
+    """``pg_fts.postings`` from FTS5: per token its document frequency and {row: tf} in the
+    ranked rows, the ranked rows' ``_docsize`` values, the rows holding an essential token."""
     size: dict[int, bytes] = {}  # ranked row -> its _docsize value
-    found: list[tuple[float, dict[int, int]]] = []  # per token: idf, {row: tf}
+    found: list[tuple[int, dict[int, int]]] = []  # per token: df, {row: tf}
     if essential:  # one statement: a feedback round searches tens of tokens
         per_token: list[dict[int, int]] = [{} for _ in essential]
         values = ",".join(f"({i}, ?)" for i in range(len(essential)))
@@ -221,30 +247,39 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
             tfs = per_token[n]
             tfs[doc] = tfs.get(doc, 0) + 1
             size[doc] = sz
-        found += [(_idf(rows, len(tfs)), tfs) for tfs in per_token]
+        found += [(len(tfs), tfs) for tfs in per_token]
     first = set(size)
     if others and window > 0:
         match = _phrases(others) + (f" NOT {_phrases(essential)}" if essential else "")
         size.update(conn.execute(_NEWEST.format(t=table), (match, window)))
-    if not size:
-        return []
-    if others:
+    if others and size:
         docs = json.dumps(list(size))
         for token in others:
             in_ranked: dict[int, int] = {}
             for (doc,) in conn.execute(_POSTINGS_IN.format(t=table), (token, docs)):
                 in_ranked[doc] = in_ranked.get(doc, 0) + 1
             df = conn.execute(_DF.format(t=table), (token,)).fetchone()
-            found.append((_idf(rows, int(df[0]) if df else 0), in_ranked))
+            found.append((int(df[0]) if df else 0, in_ranked))
+    return found, size, first
+
+
+def _bm25_order(found: list[tuple[int, dict[int, int]]], sizes: Mapping[int, S],
+                first: set[int], rows: int, total: int, length: Callable[[S], int]
+                ) -> list[int]:
+    """The ranked rows by bm25 (``found``: per token its df and {row: tf}; ``sizes``: a
+    row's length as ``length`` reads it), the rows of ``first`` first, ties newest first."""
+    if not sizes or rows <= 0:
+        return []
     avgdl = total / rows if total > 0 else 1.0
-    norms: dict[bytes, float] = {}  # _docsize value -> its length term (few distinct)
+    norms: dict[S, float] = {}  # size value -> its length term (few distinct)
     score: dict[int, float] = {}
-    for idf, tfs in found:
+    for df, tfs in found:
+        idf = _idf(rows, df)
         for doc, n in tfs.items():
-            sz = size[doc]
+            sz = sizes[doc]
             norm = norms.get(sz)
             if norm is None:
-                norm = norms[sz] = K1 * (1 - B + B * fts_index.doc_length(sz) / avgdl)
+                norm = norms[sz] = K1 * (1 - B + B * length(sz) / avgdl)
             score[doc] = score.get(doc, 0.0) + idf * (n * (K1 + 1) / (n + norm))
     return sorted(score, key=lambda doc: (doc not in first, -score[doc], -doc))
 

@@ -55,6 +55,19 @@ def test_statements_are_rewritten(sqlite: str, postgres: str) -> None:
     assert pg(sqlite)[0] == postgres
 
 
+def test_a_list_of_parameters_is_one_array_whatever_its_length() -> None:
+    """``IN (?, ...)`` is ``= ANY(%s)``: one statement text for any number of values (psycopg
+    prepares it, the server plans it once); NOT IN and lists with other items stay."""
+    sql = "SELECT a FROM t WHERE x = ? AND id IN (?, ?,?) AND y NOT IN (?, ?) AND z IN (?)"
+    assert pg(sql, [1, 2, 3, 4, 5, 6, True]) == (
+        "SELECT a FROM t WHERE x = %s AND id = ANY(%s) AND y NOT IN (%s, %s) AND "
+        "z = ANY(%s)", [1, [2, 3, 4], 5, 6, [1]])
+    assert pg("SELECT a FROM t WHERE id IN (?)", ["u"])[0] == pg(
+        "SELECT a FROM t WHERE id IN (?, ?, ?)", ["u", "v", "w"])[0]
+    assert pg("SELECT a FROM t WHERE b IN (?, 1) AND c IN (SELECT d FROM e)", [5]) == (
+        "SELECT a FROM t WHERE b IN (%s, 1) AND c IN (SELECT d FROM e)", [5])
+
+
 def test_numbered_parameters_are_reordered_and_repeated() -> None:
     sql, args = pg("SELECT ?2, ?1, ?2", ["a", "b"])
     assert sql == "SELECT %s, %s, %s"

@@ -84,6 +84,15 @@ def test_promote_refuses_drift_then_switches_the_memory(tmp_path: Path, primary_
     state = open_state(prim, migrate=False, readonly=True)
     try:
         assert belief_table(state.conn) == before
+        # Vacuumed and analysed after the load (without statistics recall plans as if the
+        # tables were empty), and the postings' covering key rebuilt after the bulk load.
+        assert state.conn.execute(
+            "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'mnemo_primary' AND "
+            "relname IN ('episodes', 'episodes_fts_p', 'turns_fts_p') AND last_vacuum IS NOT "
+            "NULL AND last_analyze IS NOT NULL").fetchone() == (3,)
+        assert "INCLUDE (tf, len)" in state.conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'mnemo_primary' AND "
+            "indexname = 'episodes_fts_p_pkey'").fetchone()[0]
     finally:
         state.close()
     assert _recall(prim) == recalled
