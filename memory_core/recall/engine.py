@@ -229,7 +229,7 @@ def _fts(run: RecallRun, kind: str, list_name: str) -> list[Candidate]:
     return search.fts(run.conn, kind, run.scope, run.query.terms, strat.k_for(list_name),
                       stats=run.stats, common_df=strat.fts_common_df,
                       rank_budget=strat.fts_rank_budget,
-                      local_fraction=strat.fts_tenant_common_fraction)
+                      local_fraction=strat.fts_tenant_common_fraction, pool=run.pool)
 
 
 def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
@@ -240,7 +240,10 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
     names (the hub among them when the query names the user)."""
     strat, scope = run.strategy, run.scope
 
-    def dense_lane(conn: Connection) -> tuple[QueryVector, list[Fetched]]:
+    def dense_lane(conn: Connection, pool: dict[tuple[str, int], Candidate] | None = None
+                   ) -> tuple[QueryVector, list[Fetched]]:
+        """``pool``: on the caller's thread the keyword lists are merged by now and their
+        rows are not read again; a helper thread runs beside them and reads its own."""
         qv = query_vector(conn, run.index, strat, run.query.text)
         if qv.vector is None:
             return qv, []
@@ -248,7 +251,7 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
 
         def dense(kind: str) -> Callable[[], list[Candidate]]:
             return lambda: search.dense(conn, run.index, kind, scope, vector,
-                                        strat.k_for(f"{kind}_dense"))
+                                        strat.k_for(f"{kind}_dense"), pool)
 
         return qv, [fetch(f"{kind}_dense", dense(kind), dense=True)
                     for kind in ("belief", "episode")]
@@ -264,7 +267,7 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
                                                           strat.k_for("belief_entity")))
     run.add("belief_fts", lambda: _fts(run, "belief", "belief_fts"))
     run.add("episode_fts", lambda: _fts(run, "episode", "episode_fts"))
-    qv, dense = pending.result() if pending is not None else dense_lane(conn)
+    qv, dense = pending.result() if pending is not None else dense_lane(conn, run.pool)
     run.note_vector(qv)
     for fetched in dense:
         run.take(fetched)
@@ -306,15 +309,15 @@ def _feedback(run: RecallRun, seeds: list[Candidate], *, want_fts: bool,
     strat, scope, conn = run.strategy, run.scope, run.conn
     if want_fts:
         terms = run.query.terms if strat.feedback_query_terms else ()
-        run.add("feedback_fts", lambda: [run.pool.get(c.key, c) for c in feedback.fts(
+        run.add("feedback_fts", lambda: feedback.fts(
             conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
             common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
-            local_fraction=strat.fts_tenant_common_fraction)])
+            local_fraction=strat.fts_tenant_common_fraction, pool=run.pool))
     if want_dense and run.vector is not None:
         vector = run.vector
-        run.add("feedback_dense", lambda: [run.pool.get(c.key, c) for c in feedback.dense(
+        run.add("feedback_dense", lambda: feedback.dense(
             conn, run.index, scope, vector, seeds, strat.k_for("feedback_dense"),
-            strat.feedback_beta)], dense=True)
+            strat.feedback_beta, pool=run.pool), dense=True)
     run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
 
 

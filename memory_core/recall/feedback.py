@@ -17,7 +17,7 @@ less than the first round's in fusion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,13 +41,14 @@ def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str,
 
 def fts(conn: Connection, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
         *, stats: search.TermStats | None, common_df: int, rank_budget: int,
-        local_fraction: float) -> list[Candidate]:
+        local_fraction: float,
+        pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     exclude = {c.key for c in seeds}
     found = search.fts(conn, "episode", scope, seed_terms(query, seeds), k + len(exclude),
                        stats=stats, common_df=common_df, rank_budget=rank_budget,
-                       local_fraction=local_fraction, rare_only=True)
+                       local_fraction=local_fraction, rare_only=True, pool=pool)
     return [c for c in found if c.key not in exclude][:k]
 
 
@@ -60,7 +61,8 @@ def stored_vectors(conn: Connection, table: str | None, ids: Sequence[int]) -> l
 
 
 def dense(conn: Connection, index: Any, scope: Scope, vector: np.ndarray,
-          seeds: Sequence[Candidate], k: int, beta: float) -> list[Candidate]:
+          seeds: Sequence[Candidate], k: int, beta: float,
+          pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     table = index._active_table(conn, "episodes")  # the generation being read
@@ -73,5 +75,5 @@ def dense(conn: Connection, index: Any, scope: Scope, vector: np.ndarray,
     mixed = q + beta * mean / (np.linalg.norm(mean) or 1.0)
     mixed = (mixed / (np.linalg.norm(mixed) or 1.0)).astype(np.float32)
     exclude = {c.key for c in seeds}
-    found = search.dense(conn, index, "episode", scope, mixed, k + len(exclude))
+    found = search.dense(conn, index, "episode", scope, mixed, k + len(exclude), pool)
     return [c for c in found if c.key not in exclude][:k]

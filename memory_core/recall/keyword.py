@@ -30,7 +30,7 @@ from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
 from memory_core.db.dialect import is_postgres
 from memory_core.db.sqlite import Connection
-from memory_core.recall.candidates import TABLES, Candidate, Scope, load
+from memory_core.recall.candidates import TABLES, Candidate, Scope, load_new
 
 FTS_OVERSAMPLE = 3
 # Rows matching only common terms are ranked among this many times ``k`` of their newest
@@ -48,15 +48,19 @@ def in_order(found: dict[int, Candidate], ids: Sequence[int]) -> list[Candidate]
     return [found[i] for i in dict.fromkeys(ids) if i in found]
 
 
-def load_first(conn: Connection, kind: str, scope: Scope, ids: Sequence[int],
-               k: int) -> list[Candidate]:
+def load_first(conn: Connection, kind: str, scope: Scope, ids: Sequence[int], k: int,
+               pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
     """The first ``k`` visible rows of ``ids``, in order: loads ``k`` ids, then further
-    pages only while some were hidden (other times, archived, superseded)."""
-    found = in_order(load(conn, kind, scope, ids[:k]), ids[:k])
+    pages only while some were hidden (other times, archived, superseded). Rows ``pool``
+    holds (this recall's candidates: visible in the same scope) are its own objects, not
+    read again: the lists of one recall overlap (LoCoMo, fastembed: row reads 4.7 -> 3.3 ms
+    of CPU per recall)."""
+    known = pool or {}
+    found = in_order(load_new(conn, kind, scope, ids[:k], known), ids[:k])
     start = k
     while len(found) < k and start < len(ids):
         page = ids[start:start + max(_LOAD_PAGE, k - len(found))]
-        found += in_order(load(conn, kind, scope, page), page)
+        found += in_order(load_new(conn, kind, scope, page, known), page)
         start += len(page)
     return found[:k]
 
@@ -286,12 +290,14 @@ def _bm25_order(found: list[tuple[int, dict[int, int]]], sizes: Mapping[int, S],
 
 def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         stats: TermStats | None = None, common_df: int = 0, rank_budget: int = 0,
-        local_fraction: float = 0.0, rare_only: bool = False) -> list[Candidate]:
+        local_fraction: float = 0.0, rare_only: bool = False,
+        pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
     """Visible rows of ``kind`` of the scope's tenant matching any of ``terms``, best first
     by the tenant's bm25, with the ranking work bounded by ``plan_terms``: every row matching
     a rare (``essential``) term is ranked over all kept terms; rows matching only the more
     common terms follow, the best of the newest of their matches. ``rare_only``: the
-    essential terms alone (for many broad terms, such as a feedback round's).
+    essential terms alone (for many broad terms, such as a feedback round's). ``pool``: rows
+    loaded already (``load_first``).
     """
     if not terms or k <= 0:
         return []
@@ -302,4 +308,4 @@ def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: in
         plan = TermPlan(plan.essential)
     window = min(rank_budget or common_df, FILL_WINDOW * k) if plan.other else 0
     ids = ranked_ids(conn, table, scope.tenant, plan, window)
-    return load_first(conn, kind, scope, ids, k)
+    return load_first(conn, kind, scope, ids, k, pool)

@@ -70,21 +70,34 @@ def personalized_pagerank(adj: Mapping[N, Mapping[N, float]],
     if total <= 0:
         return dict.fromkeys(adj, 0.0)
     restart /= total
-    # trans[j, i]: the share of i's mass that moves to j in one step.
+    # trans[j, i]: the share of i's mass that moves to j in one step (one assignment: an
+    # edge appears once per direction in ``adj``).
     trans = np.zeros((len(nodes), len(nodes)))
+    rows, cols, weights = [], [], []
     for node, nbrs in adj.items():
         i = pos[node]
         for nbr, w in nbrs.items():
-            trans[pos[nbr], i] += w
+            rows.append(pos[nbr])
+            cols.append(i)
+            weights.append(w)
+    trans[rows, cols] = weights
     out_weight = trans.sum(axis=0)
     dangling = out_weight <= 0
     trans[:, ~dangling] /= out_weight[~dangling]
+    # A node without edges only appears when the node budget ran out mid-edge; without one
+    # the restart term is the same every step (the numpy calls per step are most of the
+    # cost on recall's small graphs).
+    has_dangling = bool(dangling.any())
+    base = (1.0 - damping) * restart
     scores = restart.copy()
     for _ in range(iterations):
         nxt = damping * (trans @ scores)
-        nxt += ((1.0 - damping) + damping * scores[dangling].sum()) * restart
+        if has_dangling:
+            nxt += ((1.0 - damping) + damping * scores[dangling].sum()) * restart
+        else:
+            nxt += base
         delta = float(np.abs(nxt - scores).sum())
         scores = nxt
         if delta < tolerance:
             break
-    return {n: float(scores[i]) for i, n in enumerate(nodes)}
+    return dict(zip(nodes, scores.tolist(), strict=True))

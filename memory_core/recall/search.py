@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -40,13 +40,14 @@ __all__ = ["TermPlan", "TermStats", "beliefs_about", "dense", "fts", "plan_terms
 
 
 def dense(conn: Connection, index: VectorIndex, kind: str, scope: Scope, vector: np.ndarray,
-          k: int) -> list[Candidate]:
-    """Nearest visible rows of ``kind`` by cosine distance, best first. May raise the
-    driver's error for a broken vector table (the caller degrades to keyword-only)."""
+          k: int, pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
+    """Nearest visible rows of ``kind`` by cosine distance, best first (``pool``: rows loaded
+    already, see ``load_first``). May raise the driver's error for a broken vector table
+    (the caller degrades to keyword-only)."""
     if k <= 0:
         return []
     hits = index.search(conn, TABLES[kind], scope.tenant, vector, k * DENSE_OVERSAMPLE)
-    return load_first(conn, kind, scope, [rowid for rowid, _ in hits], k)
+    return load_first(conn, kind, scope, [rowid for rowid, _ in hits], k, pool)
 
 
 def _words(text: str) -> list[list[str]]:
