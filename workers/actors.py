@@ -42,7 +42,14 @@ from dramatiq.middleware import CurrentMessage
 
 from memory_core.brokers.base import send_once
 from memory_core.errors import ConfigurationError, InvalidInputError
-from memory_core.jobs import JOBS, MAINTENANCE, Job, build_message, follow_up_id
+from memory_core.jobs import (
+    JOBS,
+    MAINTENANCE,
+    Job,
+    build_message,
+    check_payload,
+    follow_up_id,
+)
 from memory_core.mirrors.sink import MirrorError
 from workers.audit import report
 from workers.context import LazyContext, WorkerContext
@@ -81,24 +88,25 @@ def _run_step(ctx: WorkerContext, step: Callable[..., StepResult], kwargs: dict[
     result = step(ctx, **kwargs)
     report(ctx.ops, result.audit, message_id)
     for name, payload in result.follow_ups:
-        follow = follow_up_message(message_id, name, payload)
-        if inline and JOBS[name].inline and _ran_inline(ctx, follow, offer):
+        if inline and JOBS[name].inline and _ran_inline(ctx, name, payload, message_id, offer):
             continue
         # Offered, not re-sent: a copy of the follow-up still waiting or in flight (a
         # redelivered parent, or one the completeness check re-sent) is left as it is.
-        offer(follow)
+        offer(follow_up_message(message_id, name, payload))
 
 
-def _ran_inline(ctx: WorkerContext, follow: Message[Any],
-                offer: Callable[[Message[Any]], bool]) -> bool:
-    """Run ``follow`` inline; False when it raised (it is then queued: its own retries and
-    dead letter; what it committed before raising is guarded by its idempotency key)."""
+def _ran_inline(ctx: WorkerContext, name: str, payload: dict[str, Any],
+                parent_id: str | None, offer: Callable[[Message[Any]], bool]) -> bool:
+    """Run follow-up ``name`` inline, under the id it has as a message; False when it
+    raised (it is then queued: its own retries and dead letter; what it committed before
+    raising is guarded by its idempotency key)."""
+    check_payload(JOBS[name], payload)  # what building its message would check (a bug)
+    message_id = follow_up_id(parent_id or "", name, payload)
     try:
-        _run_step(ctx, STEPS[follow.actor_name], follow.kwargs, follow.message_id, offer,
-                  inline=True)
+        _run_step(ctx, STEPS[name], payload, message_id, offer, inline=True)
     except Exception as e:
-        log.warning("inline_step_failed", job=follow.actor_name, error=type(e).__name__,
-                    queued=follow.message_id)
+        log.warning("inline_step_failed", job=name, error=type(e).__name__,
+                    queued=message_id)
         return False
     return True
 
