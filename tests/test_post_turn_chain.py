@@ -45,7 +45,7 @@ def test_a_failed_inline_step_is_queued_as_its_own_message(
     clean_ctx = make_context(tmp_path / "clean")
     ctx = make_context(tmp_path / "inline")
     with closing(clean_ctx, ctx):
-        Driver(clean_ctx, inline=False).run_fifo(record_messages(clean_ctx.settings,
+        Driver(clean_ctx, inline=()).run_fifo(record_messages(clean_ctx.settings,
                                                                  [turn(1)]))
         driver = Driver(ctx)  # its actors hold the real steps; inline runs look them up
         monkeypatch.setitem(STEPS, job, _failing(OSError("disk I/O error")))
@@ -72,7 +72,7 @@ def test_a_crash_between_inline_steps_is_completed_by_the_redelivery(
     ctx = make_context(tmp_path / "inline")
     with closing(clean_ctx, ctx):
         turns = [turn(i, session="s0") for i in range(4)]
-        Driver(clean_ctx, inline=False).run_fifo(record_messages(clean_ctx.settings, turns))
+        Driver(clean_ctx, inline=()).run_fifo(record_messages(clean_ctx.settings, turns))
         driver = Driver(ctx)
         messages = record_messages(ctx.settings, turns)
         for message in messages[:-1]:
@@ -85,6 +85,17 @@ def test_a_crash_between_inline_steps_is_completed_by_the_redelivery(
         monkeypatch.undo()
         assert driver.deliver(messages[-1]) == []  # the redelivery
         assert snapshot(ctx.state.conn) == snapshot(clean_ctx.state.conn)
+
+
+def test_a_worker_runs_inline_only_the_queues_it_consumes(tmp_path: Path) -> None:
+    ctx = make_context(tmp_path / "turns-only")
+    with closing(ctx):
+        driver = Driver(ctx, inline=("turns",))  # a worker that leaves `consolidate` alone
+        (message,) = record_messages(ctx.settings, [turn(1)])
+        sent = driver.deliver(message)
+        assert [(m.actor_name, m.queue_name) for m in sent] == [
+            ("micro_consolidate", "consolidate")]
+        assert _keys(ctx) == {"record_turn", "extract", "anchor"}
 
 
 def test_record_turns_time_limit_covers_its_inline_chain() -> None:

@@ -33,14 +33,14 @@ def _turns() -> list[dict]:
     return turns
 
 
-@pytest.mark.parametrize("inline", [False, True], ids=["messages", "inline"])
+@pytest.mark.parametrize("inline", [(), None], ids=["messages", "inline"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_duplicated_shuffled_delivery_equals_a_clean_run(tmp_path: Path, seed: int,
-                                                         inline: bool) -> None:
+def test_duplicated_shuffled_delivery_equals_a_clean_run(
+        tmp_path: Path, seed: int, inline: tuple[str, ...] | None) -> None:
     clean_ctx = make_context(tmp_path / "clean", ("t1", "t2"))
     replay_ctx = make_context(tmp_path / "replay", ("t1", "t2"))
     with closing(clean_ctx, replay_ctx):
-        clean = Driver(clean_ctx, inline=False)  # the clean run: one message per step
+        clean = Driver(clean_ctx, inline=())  # the clean run: one message per step
         roots = record_messages(clean_ctx.settings, _turns())
         messages = clean.run_fifo(roots)
         jobs = {m.actor_name for m in messages}
@@ -53,7 +53,7 @@ def test_duplicated_shuffled_delivery_equals_a_clean_run(tmp_path: Path, seed: i
         assert deliveries == 2 * len(messages)
         # The replay's actors sent the same follow-ups (same ids) as the clean run's, or,
         # inline, none at all (they ran in their record_turn message).
-        assert {m.message_id for m in replay.sent} == (set() if inline else {
+        assert {m.message_id for m in replay.sent} == (set() if inline is None else {
             m.message_id for m in messages if m.actor_name != "record_turn"})
 
         expected = snapshot(clean_ctx.state.conn)
@@ -77,9 +77,9 @@ def test_a_redelivery_right_after_the_first_writes_nothing(tmp_path: Path) -> No
     clean_ctx = make_context(tmp_path / "clean", ("t1", "t2"))
     twice_ctx = make_context(tmp_path / "twice", ("t1", "t2"))
     with closing(clean_ctx, twice_ctx):
-        messages = Driver(clean_ctx, inline=False).run_fifo(
+        messages = Driver(clean_ctx, inline=()).run_fifo(
             record_messages(clean_ctx.settings, _turns()))
-        twice = Driver(twice_ctx, inline=False)
+        twice = Driver(twice_ctx, inline=())
         for message in messages:  # in the clean run's order, each one twice in a row
             twice.deliver(message)
             twice.deliver(message)

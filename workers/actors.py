@@ -32,7 +32,7 @@ that is down (``MirrorUnavailable``) is retried with backoff.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import dramatiq
@@ -45,6 +45,7 @@ from memory_core.errors import ConfigurationError, InvalidInputError
 from memory_core.jobs import (
     JOBS,
     MAINTENANCE,
+    QUEUES,
     Job,
     build_message,
     check_payload,
@@ -81,14 +82,16 @@ def _current_message_id() -> str | None:
 
 def _run_step(ctx: WorkerContext, step: Callable[..., StepResult], kwargs: dict[str, Any],
               message_id: str | None, offer: Callable[[Message[Any]], bool],
-              inline: bool) -> None:
+              inline: Collection[str]) -> None:
     """Run one step, report its audit rows under ``message_id``, then its follow-ups:
-    inline ones (with ``inline``) here, the others and any inline one that raised as
-    messages of their own."""
+    inline jobs of the queues in ``inline`` here, the others and any inline one that raised
+    as messages of their own."""
     result = step(ctx, **kwargs)
     report(ctx.ops, result.audit, message_id)
     for name, payload in result.follow_ups:
-        if inline and JOBS[name].inline and _ran_inline(ctx, name, payload, message_id, offer):
+        job = JOBS[name]
+        if job.inline and job.queue in inline and _ran_inline(ctx, name, payload, message_id,
+                                                              offer, inline):
             continue
         # Offered, not re-sent: a copy of the follow-up still waiting or in flight (a
         # redelivered parent, or one the completeness check re-sent) is left as it is.
@@ -96,14 +99,15 @@ def _run_step(ctx: WorkerContext, step: Callable[..., StepResult], kwargs: dict[
 
 
 def _ran_inline(ctx: WorkerContext, name: str, payload: dict[str, Any],
-                parent_id: str | None, offer: Callable[[Message[Any]], bool]) -> bool:
+                parent_id: str | None, offer: Callable[[Message[Any]], bool],
+                inline: Collection[str]) -> bool:
     """Run follow-up ``name`` inline, under the id it has as a message; False when it
     raised (it is then queued: its own retries and dead letter; what it committed before
     raising is guarded by its idempotency key)."""
     check_payload(JOBS[name], payload)  # what building its message would check (a bug)
     message_id = follow_up_id(parent_id or "", name, payload)
     try:
-        _run_step(ctx, STEPS[name], payload, message_id, offer, inline=True)
+        _run_step(ctx, STEPS[name], payload, message_id, offer, inline)
     except Exception as e:
         log.warning("inline_step_failed", job=name, error=type(e).__name__,
                     queued=message_id)
@@ -112,7 +116,7 @@ def _ran_inline(ctx: WorkerContext, name: str, payload: dict[str, Any],
 
 
 def _actor_fn(job: Job, step: Callable[..., StepResult], context: LazyContext,
-              broker: Broker, inline: bool) -> Callable[..., None]:
+              broker: Broker, inline: Collection[str]) -> Callable[..., None]:
     def run(**kwargs: Any) -> None:
         _run_step(context.get(), step, kwargs, _current_message_id(), send_once(broker),
                   inline)
@@ -138,14 +142,17 @@ def _maintenance_fn(job: Job, context: LazyContext, broker: Broker) -> Callable[
 
 
 def declare_actors(broker: Broker, context: LazyContext | None = None, *,
-                   inline: bool = True) -> dict[str, Actor[Any, Any]]:
+                   inline: Collection[str] | None = None) -> dict[str, Actor[Any, Any]]:
     """Declare one actor per job on ``broker``; return them by name.
 
     ``context``: the worker context the actors share (default: built from the environment
-    on the first message). ``inline=False`` queues every follow-up as a message of its own
-    (tests of that path: what a failed inline step and the completeness check use).
+    on the first message). ``inline``: the queues whose inline jobs run in their parent's
+    message (default: all; a worker that consumes only some queues passes those, so the
+    others' work stays queued for the workers that consume them; empty: every follow-up is
+    a message of its own, the path a failed inline step and the completeness check take).
     Idempotent per broker (declaring again replaces the actors).
     """
+    inline = QUEUES if inline is None else frozenset(inline)
     context = context or LazyContext()
     actors = {}
     for job in JOBS.values():

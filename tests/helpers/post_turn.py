@@ -120,12 +120,12 @@ def snapshot(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
 @dataclass
 class Driver:
     """Runs the real actors (``declare_actors``) on messages, without a worker: every
-    message an actor enqueues is captured instead of delivered. ``inline=False``: every
-    follow-up is a message (the path a failed inline step and the completeness check
-    take)."""
+    message an actor enqueues is captured instead of delivered. ``inline``: the queues whose
+    inline follow-ups run in their parent's message (None: all; ``()``: every follow-up is a
+    message, the path a failed inline step and the completeness check take)."""
 
     ctx: WorkerContext
-    inline: bool = True
+    inline: tuple[str, ...] | None = None
     broker: StubBroker = field(default_factory=StubBroker)
     sent: list[Message[Any]] = field(default_factory=list)
 
