@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 # One BLAS thread for the calibration below (set before numpy loads).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -150,6 +151,10 @@ def replay(embedder: Embedder, texts: list[str], size: int) -> np.ndarray:
     return out
 
 
+# The episode text's day label (``episodes.episode_text``): "[8 May 2023] ".
+_DATE = re.compile(r"^\[[^\]]*\] ")
+
+
 def _tokens(texts: Sequence[str], model_path: Path) -> list[int]:
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(model_path / "tokenizer.json"))
@@ -198,7 +203,7 @@ def section_steps(turns: list[dict[str, Any]], tenants: list[str],
 
 
 def section_embedding(texts: list[str], n_turns: int, args: argparse.Namespace,
-                      cache: Path) -> dict[str, np.ndarray]:
+                      cache: Path, label: str = "") -> dict[str, np.ndarray]:
     models: dict[tuple[str, int], FastEmbedEmbedder] = {}
     for variant in args.variants.split(","):
         for threads in (int(t) for t in args.threads.split(",")):
@@ -218,16 +223,18 @@ def section_embedding(texts: list[str], n_turns: int, args: argparse.Namespace,
                 vectors[variant] = replay(model, texts, size)
                 cpu[(variant, threads, size)].append(time.process_time() - began_cpu)
                 wall[(variant, threads, size)].append(time.perf_counter() - began)
-    print(f"\n2. embedding the recorded texts ({len(texts)} texts of {n_turns} turns), "
-          f"median of {args.rounds} rounds, load average {os.getloadavg()[0]:.1f}, sgemm "
-          f"{sgemm_gflops():.1f} GFLOP/s:")
-    print("| model | ort threads | batch | CPU-ms per turn | CPU-ms per text | wall ms per "
-          "turn | vs fp32 1 thread batch 1 |\n|---|---:|---:|---:|---:|---:|---:|")
+    tokens = sum(_tokens(texts, args.model_path))
+    print(f"\n2. embedding the recorded texts{label} ({len(texts)} texts of {n_turns} turns, "
+          f"{tokens / n_turns:.1f} model tokens per turn), median of {args.rounds} rounds, "
+          f"load average {os.getloadavg()[0]:.1f}, sgemm {sgemm_gflops():.1f} GFLOP/s:")
+    print("| model | ort threads | batch | CPU-ms per turn | CPU-ms per text | CPU-us per "
+          "token | wall ms per turn | vs fp32 1 thread batch 1 |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|")
     base = statistics.median(cpu[(args.variants.split(",")[0], 1, sizes[0])])
     for (variant, threads, size), values in cpu.items():
         med = statistics.median(values)
         print(f"| {variant} | {threads} | {size} | {med / n_turns * 1000:.2f} | "
-              f"{med / len(texts) * 1000:.2f} | "
+              f"{med / len(texts) * 1000:.2f} | {med / tokens * 1e6:.0f} | "
               f"{statistics.median(wall[(variant, threads, size)]) / n_turns * 1000:.2f} | "
               f"{med / base:.2f} |")
     return {variant: model for (variant, _), model in models.items()}  # type: ignore[misc]
@@ -263,6 +270,8 @@ def main() -> None:
     parser.add_argument("--quality-conversations", type=int, default=2)
     parser.add_argument("--model-path", type=Path, default=MODEL_PATH)
     parser.add_argument("--data", type=Path, default=LOCOMO)
+    parser.add_argument("--without-date", action="store_true",
+                        help="also embed the texts without the episode's date prefix")
     args = parser.parse_args()
     turns, tenants = locomo_turns(args.data, args.turns)
     print(f"{len(turns)} LoCoMo turns, {os.cpu_count()} CPUs, load average "
@@ -270,6 +279,9 @@ def main() -> None:
     texts = section_steps(turns, tenants, args.model_path)
     with tempfile.TemporaryDirectory() as cache:
         models = section_embedding(texts, len(turns), args, Path(cache))
+        if args.without_date:
+            section_embedding([_DATE.sub("", t) for t in texts], len(turns), args,
+                              Path(cache), " without the date prefix")
         if {"fp32", "int8"} <= set(models):
             section_quality(models, args)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")

@@ -9,11 +9,11 @@ Example:
 For each broker x embedder x batching window: a fresh data directory, a real worker pool
 (``--processes`` real processes x ``--threads`` threads, started as ``mnemo worker`` starts
 them), then ``Memory.after_turn`` for every turn (one message per turn) and a wait until
-every turn is recorded and every queue is empty (record_turn -> extract_beliefs -> ego_anchor
-+ micro_consolidate, each its own job). Prints turns/s from the first enqueue to the drained
-queue, the worker processes' CPU-seconds per turn (utime + stime of the processes, model
-loading excluded: load-independent, unlike turns/s on a shared machine) and the rate that
-CPU cost projects on 2 free cores.
+every turn is recorded and every queue is empty (record_turn, which runs extract_beliefs ->
+ego_anchor + micro_consolidate inline: ``memory_core.jobs``, ``Job.inline``). Prints
+turns/s from the first enqueue to the drained queue, the worker processes' CPU-seconds per
+turn (utime + stime of the processes, model loading excluded: far less load-dependent than
+turns/s on a shared machine) and the rate that CPU cost projects on 2 free cores.
 
 ``--text locomo`` (the default): the real LoCoMo dev conversations (3,435 turns of 27 words
 on average; ``../shared/data/locomo``), each conversation one tenant, the conversations

@@ -3,7 +3,8 @@
 Every post-turn step writes ``memory_state.db`` in its own short transaction, and SQLite lets
 one writer in at a time, whatever the number of worker processes. This runs the steps of
 each turn in one thread exactly as the actors call them (``workers.steps``: record_turn ->
-extract_beliefs -> ego_anchor + micro_consolidate, with the audit rows), no queue, and
+extract_beliefs -> ego_anchor + micro_consolidate; their audit rows are reported but not
+written, as no Audit middleware runs: they go to the ops db, not under this lock), no queue, and
 measures the time the state db's write lock is held (``BEGIN IMMEDIATE`` to the end of
 ``COMMIT``). ``1 / (held time per turn)`` is the most turns/s any pool can record; the
 step time per turn (embedding excluded: the hash embedder, whose cost is negligible, stands in

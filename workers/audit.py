@@ -61,37 +61,48 @@ class AuditEntry:
             _check_value(key, value)
 
 
-_PENDING: ContextVar[tuple[Database, list[AuditEntry]] | None] = ContextVar(
-    "mnemo_audit_pending", default=None)
+# The current message's reported entries, each with the message id it is keyed by (None:
+# the message's own; an inline follow-up reports under the id it would have as a message).
+_Pending = tuple[Database, list[tuple[str | None, AuditEntry]]]
+_PENDING: ContextVar[_Pending | None] = ContextVar("mnemo_audit_pending", default=None)
 
 
-def report(db: Database, entries: Iterable[AuditEntry]) -> None:
-    """Hand the current message's mutations to the Audit middleware (written to ``db``)."""
+def report(db: Database, entries: Iterable[AuditEntry], message_id: str | None = None) -> None:
+    """Hand the current message's mutations to the Audit middleware (written to ``db``),
+    keyed by ``message_id`` (default: the message's own id). A step run inline in its
+    parent's message passes the id it has as a message of its own, so its rows are the same
+    whichever way it ran, and a later run of it as a message adds none."""
     pending = _PENDING.get()
     if pending is None or pending[0] is not db:
         pending = (db, [])
         _PENDING.set(pending)
-    pending[1].extend(entries)
+    pending[1].extend((message_id, e) for e in entries)
 
 
 def take_reported() -> list[AuditEntry]:
     """The entries reported since the last take (for callers that run actors directly)."""
     pending = _PENDING.get()
     _PENDING.set(None)
-    return pending[1] if pending else []
+    return [e for _, e in pending[1]] if pending else []
 
 
 def write_audit(conn: Connection, message_id: str | None, entries: Iterable[AuditEntry]) -> int:
     """Insert the entries (one transaction); how many were new."""
+    return write_audit_rows(conn, ((message_id, e) for e in entries))
+
+
+def write_audit_rows(conn: Connection,
+                     rows: Iterable[tuple[str | None, AuditEntry]]) -> int:
+    """Insert (message id, entry) rows in one transaction; how many were new."""
     now = to_db(utcnow())
-    rows = [(e.tenant, e.action, e.object_kind, e.object_id, message_id, now,
-             json.dumps(dict(e.detail), sort_keys=True, separators=(",", ":")))
-            for e in entries]
+    values = [(e.tenant, e.action, e.object_kind, e.object_id, message_id, now,
+               json.dumps(dict(e.detail), sort_keys=True, separators=(",", ":")))
+              for message_id, e in rows]
     with atomic(conn):
         before = conn.total_changes
         conn.executemany(
             "INSERT OR IGNORE INTO audit_log (tenant, action, object_kind, object_id, "
-            "message_id, at, detail) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            "message_id, at, detail) VALUES (?, ?, ?, ?, ?, ?, ?)", values)
         return int(conn.total_changes - before)
 
 
@@ -110,7 +121,7 @@ class Audit(Middleware):
             return
         db, entries = pending
         try:
-            write_audit(db.conn, message.message_id, entries)
+            write_audit_rows(db.conn, ((mid or message.message_id, e) for mid, e in entries))
         except sqlite_module().Error as e:
             log.error("audit_write_failed", error=type(e).__name__, rows=len(entries))
 

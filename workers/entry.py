@@ -54,11 +54,14 @@ def build_worker_broker(settings: Settings, *,
                         context: LazyContext | None = None,
                         guard_interval_s: float | None = None,
                         guard_check_s: float | None = None,
+                        queues: set[str] | None = None,
                         **broker_options: Any) -> Any:
     """The configured broker with the worker middleware and the actors declared on it.
 
     ``declare`` replaces the post-turn actors (tests); ``context`` is the worker context they
-    share (default: built from ``settings`` on the first message). ``broker_options`` go to
+    share (default: built from ``settings`` on the first message); ``queues``: the queues
+    this worker will consume (default: all), the only ones whose follow-ups its actors run
+    inline (``workers.actors``). ``broker_options`` go to
     ``make_broker`` (namespace, lease_seconds, heartbeat_timeout_ms, maintenance_interval_s).
     The stack has a StorageGuard on this data dir's ``storage_status``, probing every
     ``guard_interval_s`` while paused and every ``guard_check_s`` while not (defaults:
@@ -81,7 +84,7 @@ def build_worker_broker(settings: Settings, *,
     if declare is not None:
         declare(broker)
     else:
-        declare_actors(broker, context or LazyContext(settings))
+        declare_actors(broker, context or LazyContext(settings), inline=queues)
     return broker
 
 

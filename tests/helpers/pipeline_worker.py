@@ -37,8 +37,8 @@ def main() -> None:
     options = ({"heartbeat_timeout_ms": args.heartbeat_ms,
                 "maintenance_interval_s": args.maintenance_s}
                if settings.broker_kind == "redis" else {})
-    broker = build_worker_broker(settings, context=context, **options)
     queues = set(args.queues.split(",")) if args.queues else None
+    broker = build_worker_broker(settings, context=context, queues=queues, **options)
     try:
         serve(settings, broker, stop, threads=args.threads, grace_s=5, queues=queues)
     finally:

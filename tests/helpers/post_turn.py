@@ -120,14 +120,17 @@ def snapshot(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
 @dataclass
 class Driver:
     """Runs the real actors (``declare_actors``) on messages, without a worker: every
-    message an actor enqueues is captured instead of delivered."""
+    message an actor enqueues is captured instead of delivered. ``inline``: the queues whose
+    inline follow-ups run in their parent's message (None: all; ``()``: every follow-up is a
+    message, the path a failed inline step and the completeness check take)."""
 
     ctx: WorkerContext
+    inline: tuple[str, ...] | None = None
     broker: StubBroker = field(default_factory=StubBroker)
     sent: list[Message[Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        declare_actors(self.broker, LazyContext.of(self.ctx))
+        declare_actors(self.broker, LazyContext.of(self.ctx), inline=self.inline)
         self.broker.enqueue = self._capture  # type: ignore[method-assign]
 
     def _capture(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
