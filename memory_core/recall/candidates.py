@@ -57,7 +57,6 @@ class Candidate:
     fixed_sum: float = field(default=0.0, repr=False, compare=False)
     rrf: float = field(default=0.0, repr=False, compare=False)
     rrf_ranks: int = field(default=0, repr=False, compare=False)
-    rrf_feedback: float = field(default=0.0, repr=False, compare=False)  # the feedback lists' part
 
     def __post_init__(self) -> None:
         self.key = (self.kind, self.row_id)

@@ -29,14 +29,7 @@ from memory_core.model.tenants import HUB, require_tenant
 from memory_core.recall import context, facts, feedback, graph, search
 from memory_core.recall.candidates import Candidate, Scope, load_new, merge
 from memory_core.recall.explain import build_explanation
-from memory_core.recall.fusion import (
-    Budget,
-    Scorer,
-    apply_budget,
-    below_seeds,
-    direct_first,
-    diversify,
-)
+from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
 from memory_core.recall.result import RecallItem, RecallResult
@@ -73,7 +66,6 @@ class RecallRun:
     stats: search.TermStats | None = None
     vector: np.ndarray | None = None
     named: list[str] = field(default_factory=list)  # entities the query names, hub included
-    seeds: frozenset[tuple[str, int]] = frozenset()  # the feedback round's seeds
 
     def __post_init__(self) -> None:
         self.scorer = Scorer(self.strategy, reference=from_db(self.scope.at),
@@ -303,7 +295,6 @@ def _second_round(run: RecallRun, entities: list[str]) -> None:
         _walk(run, entities, ranked)
     if feedback_on:
         seeds = [c for c in ranked if c.kind == "episode"][: strat.feedback_seeds]
-        run.seeds = frozenset(c.key for c in seeds)
         _feedback(run, seeds, want_fts=want_fts, want_dense=want_dense)
 
 
@@ -370,10 +361,7 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     _gather(run, helper)
     # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.
     beliefs = [c for c in run.pool.values() if c.kind == "belief"]
-    ranked = run.rank(explain=True, evidence_only=True)
-    if strategy.feedback_below_seeds:
-        ranked = below_seeds(ranked, run.seeds)
-    ranked = diversify(ranked, strategy.session_diversity)
+    ranked = diversify(run.rank(explain=True, evidence_only=True), strategy.session_diversity)
     if strategy.direct_first:
         ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)

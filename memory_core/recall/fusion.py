@@ -118,8 +118,6 @@ class Scorer:
                     ranks = {n: r for n, r in ranks.items() if n not in FEEDBACK_LISTS}
                 cand.rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
                                for name, rank in ranks.items())
-                cand.rrf_feedback = sum(rrf_weights.get(name, 0.0) / (k + rank)
-                                        for name, rank in ranks.items() if name in FEEDBACK_LISTS)
                 cand.rrf_ranks = len(cand.ranks)
             ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
             cand.score = cand.rrf + ppr_weight * ppr + cand.fixed_sum
@@ -150,28 +148,6 @@ def diversify(ranked: list[Candidate], penalty: float) -> list[Candidate]:
             out.extend(sorted(pool, key=lambda c: (-c.score, c.kind, c.row_id)))
             break
     return out
-
-
-def below_seeds(ranked: list[Candidate], seeds: frozenset[tuple[str, int]]) -> list[Candidate]:
-    """Re-rank so that the feedback round never lifts a candidate above the seeds it was
-    searched from: a candidate whose feedback ranks would put it at or above the weakest
-    seed keeps its score without them, or lands just below that seed, whichever is higher
-    (the ``below_seeds`` component records the factor). The round adds evidence the query
-    missed (multi-hop: what shares rare words with the best hit) and may reorder what the
-    query found below its best hits, but never above them (LongMemEval: the seeds' session-
-    mates, which share the long seeds' words, outranked the seed that answers)."""
-    floor = min((c.score for c in ranked if c.key in seeds), default=None)
-    if floor is None:
-        return ranked
-    moved = False
-    for i, cand in enumerate(ranked):
-        if cand.key in seeds or cand.rrf_feedback <= 0 or cand.score < floor:
-            continue
-        new = max(cand.score - cand.rrf_feedback, floor - CAP_STEP * (1 + i))
-        cand.components["below_seeds"] = new / cand.score if cand.score else 0.0
-        cand.score = new
-        moved = True
-    return sorted(ranked, key=lambda c: -c.score) if moved else ranked
 
 
 def direct_first(ranked: list[Candidate], direct: frozenset[str]) -> list[Candidate]:
