@@ -62,8 +62,9 @@ DENSE_ONLY_TOP = 3  # with an asked predicate, a dense neighbour this close is r
 # The query names a belief's object when it says more than this share of the object's
 # content words: one word of "LGBTQ counseling workshop" is a topic in common, not the
 # object named. Facts counted by their source turns before the evidence, share > 0 ->
-# > 0.5: LongMemEval (hash, first 20 questions) R@5 0.500 -> 0.767 (none of the 48 facts
-# it removed pointed at an evidence turn); LoCoMo (fastembed) R@10 0.711 -> 0.716.
+# > 0.5: LongMemEval (hash, 48 questions) R@5 0.508 -> 0.696, R@10 0.756 -> 0.828 (none of
+# the facts it removed on the first 20 questions pointed at an evidence turn); LoCoMo
+# (fastembed) R@5 0.565 -> 0.589, R@10 0.692 -> 0.696.
 OBJECT_NAMED = 0.5
 CONFLICT_FACTOR = 0.8
 OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
