@@ -68,6 +68,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="the first N questions of each type (default: all 8)")
     p.add_argument("--embedder", choices=("hash", "fastembed"), default="hash")
     p.add_argument("--model-path", type=Path, default=None)
+    p.add_argument("--quantize", choices=("none", "int8"), default="none",
+                   help="fastembed: MNEMO_EMBED_QUANTIZE (int8 needs --model-path)")
     p.add_argument("--embed-cache", type=Path, default=None,
                    help="keep vectors in this SQLite file and reuse them (bench/embed_cache.py)")
     p.add_argument("--strategy", default="default", help="recall preset name")

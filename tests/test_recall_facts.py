@@ -164,6 +164,20 @@ def test_a_fact_answers_the_question_not_merely_names_its_person(seeded, mem) ->
     assert jazz[0].text == "Ana likes jazz" and jazz[0].components["object"] == 1.0
 
 
+def test_one_word_in_common_does_not_name_the_object(seeded, mem) -> None:
+    seeder, _ = seeded
+    seeder.entity("acme", "ana", "Ana")
+    seeder.belief("acme", "ana", "visited", "counseling skills workshop", subject_name="Ana")
+    seeder.belief("acme", "ana", "visited", "pottery studio", subject_name="Ana")
+    # "counseling" is one of the object's three words: a topic in common, not the object
+    # named (LongMemEval: such facts, counted before the evidence, never held the answer).
+    assert mem.recall("Is counseling a good career?", tenant="acme").facts == ()
+    named = mem.recall("Who went to the counseling workshop?", tenant="acme").facts
+    assert [f.object for f in named] == ["counseling skills workshop"]
+    studio = mem.recall("Is the pottery studio open?", tenant="acme").facts
+    assert [f.object for f in studio] == ["pottery studio"]
+
+
 def test_my_son_is_the_relative_named_for_the_word(seeded, mem) -> None:
     seeder, _ = seeded
     seeder.entity("acme", "son", "user's son")
