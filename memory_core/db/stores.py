@@ -9,6 +9,7 @@ created, and a schema behind this code is refused untouched.
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ _generation = 0
 
 def reopen_connections() -> None:
     """Have every ``Database`` of this process open a new connection for each thread at
-    that thread's next use outside a transaction (the old one stays open until the
-    ``Database`` is closed: a caller may still hold it).
+    that thread's next use outside a transaction. The old one is closed by that thread as
+    soon as no caller holds it any more (it stayed open until the ``Database`` closed: one
+    file descriptor per thread and fault, a leak in a long-lived worker).
 
     SQLite opens a file it cannot write read-only, silently, and such a connection stays
     read-only after the file is writable again: a worker's StorageGuard calls this when it
@@ -81,16 +83,40 @@ class Database:
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.generation != _generation \
                 and not conn.in_transaction:
-            # Replaced, not closed: a caller may still hold it; ``close()`` closes it.
+            self._local.retired.append(conn)
             conn = None
         if conn is None:
             generation = _generation
             conn = self.connect()
             self._local.conn = conn
             self._local.generation = generation
+            self._local.retired = getattr(self._local, "retired", [])
             with self._lock:
                 self._all.append(conn)
+        if self._local.retired:
+            self._close_retired()
         return conn
+
+    def _close_retired(self) -> None:
+        """Close this thread's replaced connections that no caller holds any more.
+
+        The guard bumps the generation from its own thread, at any point of another
+        thread's work: a function that fetched the old connection may still be using it, and
+        closing it under that function would fail its next statement.
+        """
+        retired = self._local.retired
+        kept = []
+        while retired:
+            conn = retired.pop()
+            # The references here: this name, ``_all`` and getrefcount's own argument.
+            if sys.getrefcount(conn) > 3:
+                kept.append(conn)
+                continue
+            with self._lock:
+                self._all.remove(conn)
+            conn.close()
+        if kept:
+            retired.extend(kept)
 
     def migrate(self) -> list[migrations.Migration]:
         """Apply pending migrations (idempotent). Returns what was applied."""
