@@ -20,7 +20,6 @@ as 0/1, as SQLite does.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -32,8 +31,8 @@ from psycopg.adapt import Loader
 from memory_core.db import dialect
 from memory_core.db.dialect import ID_TABLES, SCHEMA, is_postgres
 
-__all__ = ["ID_TABLES", "SCHEMA", "WRITE_LOCK_KEY", "PgConnection", "PgConnections",
-           "PgCursor", "is_postgres"]
+__all__ = ["ID_TABLES", "SCHEMA", "WRITE_LOCK_KEY", "PgConnection", "PgCursor",
+           "is_postgres"]
 
 WRITE_LOCK_KEY = 0x6D6E656D6F5752  # pg_advisory_xact_lock: one writer at a time ("mnemoWR")
 
@@ -136,29 +135,3 @@ class PgConnection:
     @property
     def closed(self) -> bool:
         return self.raw.closed
-
-
-class PgConnections:
-    """One ``PgConnection`` per thread, opened on first use (as ``Database.conn``)."""
-
-    def __init__(self, connect: Any) -> None:
-        self._connect = connect
-        self._local = threading.local()
-        self._all: list[PgConnection] = []
-        self._lock = threading.Lock()
-
-    def get(self) -> PgConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or (conn.closed and not conn.in_transaction):
-            conn = self._connect()
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()

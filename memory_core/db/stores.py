@@ -9,12 +9,11 @@ created, and a schema behind this code is refused untouched.
 
 from __future__ import annotations
 
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory_core.db.per_thread import ThreadConnections
 from memory_core.db.sqlite import Connection, connect
 from memory_core.errors import StoreError
 from memory_core.settings import Settings
@@ -43,6 +42,10 @@ def reopen_connections() -> None:
     _generation += 1
 
 
+def _current_generation() -> int:
+    return _generation
+
+
 _MIGRATE_FIX = ("run `mnemo db migrate`, or start the workers (`mnemo worker` / `mnemo up`), "
                 "which migrate both databases on start")
 
@@ -68,9 +71,8 @@ class Database:
         self.readonly = readonly
         self.autocheckpoint = autocheckpoint  # see ``sqlite.connect``
         self.mmap_mb = mmap_mb
-        self._local = threading.local()
-        self._all: list[Any] = []
-        self._lock = threading.Lock()
+        self._conns: ThreadConnections[Connection] = ThreadConnections(
+            self.connect, generation=_current_generation)
 
     def connect(self) -> Connection:
         """A new connection with the factory's pragmas (the caller closes it)."""
@@ -80,43 +82,7 @@ class Database:
     @property
     def conn(self) -> Connection:
         """This thread's connection, opened on first use."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.generation != _generation \
-                and not conn.in_transaction:
-            self._local.retired.append(conn)
-            conn = None
-        if conn is None:
-            generation = _generation
-            conn = self.connect()
-            self._local.conn = conn
-            self._local.generation = generation
-            self._local.retired = getattr(self._local, "retired", [])
-            with self._lock:
-                self._all.append(conn)
-        if self._local.retired:
-            self._close_retired()
-        return conn
-
-    def _close_retired(self) -> None:
-        """Close this thread's replaced connections that no caller holds any more.
-
-        The guard bumps the generation from its own thread, at any point of another
-        thread's work: a function that fetched the old connection may still be using it, and
-        closing it under that function would fail its next statement.
-        """
-        retired = self._local.retired
-        kept = []
-        while retired:
-            conn = retired.pop()
-            # The references here: this name, ``_all`` and getrefcount's own argument.
-            if sys.getrefcount(conn) > 3:
-                kept.append(conn)
-                continue
-            with self._lock:
-                self._all.remove(conn)
-            conn.close()
-        if kept:
-            retired.extend(kept)
+        return self._conns.get()
 
     def migrate(self) -> list[migrations.Migration]:
         """Apply pending migrations (idempotent). Returns what was applied."""
@@ -146,11 +112,7 @@ class Database:
                              f"{latest}: {_MIGRATE_FIX}")
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._conns.close()
 
     def __repr__(self) -> str:
         return f"Database({self.kind}, {self.path})"
