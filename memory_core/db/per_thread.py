@@ -41,8 +41,10 @@ class ThreadConnections(Generic[C]):
     """One connection per thread from ``connect``, opened on first use.
 
     ``generation()``: a number that, once changed, replaces every thread's connection at its
-    next use (SQLite's ``reopen_connections``). ``broken(conn)``: a connection that must be
-    replaced however new it is (a Postgres connection its server closed).
+    next use outside a transaction (SQLite's ``reopen_connections``). ``broken(conn)``: a
+    connection to replace at once (a Postgres connection its server ended: psycopg reports
+    its transaction state as unknown, so waiting for the transaction to end kept the
+    thread on the dead connection for good).
     """
 
     def __init__(self, connect: Callable[[], C], *,
@@ -59,8 +61,8 @@ class ThreadConnections(Generic[C]):
         """This thread's connection."""
         local = self._local
         conn: C | None = getattr(local, "conn", None)
-        if conn is not None and not conn.in_transaction and (
-                local.generation != self._generation() or self._broken(conn)):
+        if conn is not None and (self._broken(conn) or (
+                not conn.in_transaction and local.generation != self._generation())):
             local.retired.append(conn)
             conn = None
         if conn is None:
