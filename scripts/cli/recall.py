@@ -49,7 +49,7 @@ def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
     """
     settings = obj.settings
     budget = Budget(limit, settings.recall_max_tokens) if limit else None
-    with Memory.open(settings) as mem:
+    with Memory.open(settings, warn_keyword_grade=explain) as mem:
         result = mem.recall(query, tenant=tenant, session_id=session_id, as_of=as_of,
                             budget=budget, strategy=strategy, fact_budget=fact_budget)
         log = None
