@@ -190,6 +190,22 @@ def test_a_long_running_command_that_cannot_start_says_so_in_json(tmp_path: Path
     assert "memory_ops.db" in events[0]["error"]
 
 
+@pytest.mark.parametrize("argv", [["worker", "--processes", "1"], ["up", "--processes", "1"],
+                                  ["scheduler"]], ids=["worker", "up", "scheduler"])
+def test_a_long_running_command_that_refuses_prints_no_start_banner(
+        tmp_path: Path, argv: list[str]) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "memory_ops.db").write_bytes(b"SQLite format 3\0" + b"\x07" * 3000)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")},
+           "MNEMO_DATA_DIR": str(data)}
+    mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
+    out = subprocess.run([mnemo, *argv], env=env, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 4, out.stderr[-2000:]  # a damaged database
+    assert "memory_ops.db" in out.stderr
+    assert "SIGTERM or Ctrl-C stops" not in out.stderr  # no line saying it runs
+
+
 # -- dates ---------------------------------------------------------------------------------
 
 
