@@ -1,9 +1,9 @@
 """A Redis outage with the real pipeline: 1,000 ``after_turn`` calls while the server is
 stopped each return within 50 ms, and once it is back every turn is recorded exactly once.
 
-The 50 ms are the call's own: its wall time less the time its thread waited for a CPU
-(``tests.helpers.timing``), so a loaded machine does not fail it while a call that blocks
-(a connect timeout, a retry sleep, a lock) still does."""
+The 50 ms are the call's own: its wall time less the time this process's threads waited
+for a CPU meanwhile (``tests.helpers.timing``), so a loaded machine does not fail it while
+a call that blocks (a connect timeout, a retry sleep) still does."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_a_redis_outage_loses_no_turn_and_never_blocks_the_chat(
     slowest = max(range(TURNS), key=latencies.__getitem__)
     assert max(latencies) < 0.050, (
         f"slowest after_turn: call {slowest}, {latencies[slowest] * 1000:.1f} ms (and "
-        f"{queued[slowest] * 1000:.1f} ms waiting for a CPU)")
+        f"{queued[slowest] * 1000:.1f} ms of the process's threads waiting for a CPU)")
     assert state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 0
 
     own_redis.start()
