@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from memory_core.clock import utcnow
-from memory_core.health import EXIT_CODES, Check, HealthEnv, overall, probe, run_checks
-from scripts.cli.app import Ctx, emit_json, emit_table, json_option
+from memory_core.health import EXIT_CODES, UNHEALTHY, Check, HealthEnv, overall, probe, run_checks
+from scripts.cli.app import Ctx, emit_json, emit_table, json_option, require_data_dir
 
 
 def _probe(obj: Ctx, role: str, pid: int | None, ready: bool) -> list[Check]:
@@ -68,6 +68,7 @@ def health(ctx: click.Context, obj: Ctx, role: str | None, pid: int | None, read
 
         mnemo health --worker --ready
     """
+    require_data_dir(obj.settings, EXIT_CODES[UNHEALTHY])
     if pid is not None and role is None:
         raise click.UsageError("--pid goes with --worker or --scheduler")
     if ready and role != "worker":

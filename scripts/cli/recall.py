@@ -10,7 +10,7 @@ from memory_core import Budget, Memory
 from memory_core.recall.explain import last_log
 from memory_core.recall.inspect import texts_of
 from memory_core.recall.result import RecallResult
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, require_data_dir
 from scripts.cli.dates import date_option, show_day
 
 _TEXT_WIDTH = 70
@@ -47,6 +47,7 @@ def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
 
         mnemo recall "where does Ana live?" --tenant acme --explain
     """
+    require_data_dir(obj.settings)
     settings = obj.settings
     budget = Budget(limit, settings.recall_max_tokens) if limit else None
     with Memory.open(settings, warn_keyword_grade=explain) as mem:

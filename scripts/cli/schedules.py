@@ -14,7 +14,15 @@ from memory_core.maintenance import firings
 from schedules.bootstrap import firing_enqueuer
 from schedules.firing import fire_manual
 from schedules.table import SCHEDULES, fire_times, get_schedule
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
+from scripts.cli.app import (
+    Ctx,
+    emit_json,
+    emit_table,
+    handle_errors,
+    json_option,
+    redis_errors,
+    require_data_dir,
+)
 
 WEEK = timedelta(days=7)
 
@@ -68,6 +76,7 @@ def list_(obj: Ctx, as_json: bool) -> None:
 
         mnemo schedules list --json
     """
+    require_data_dir(obj.settings)
     with closing(open_ops(obj.settings)) as db:
         rows = _overview(db.conn, utcnow())
     if as_json:
@@ -96,6 +105,7 @@ def history(obj: Ctx, schedule_id: str, limit: int, as_json: bool) -> None:
 
         mnemo schedules history macro_sleep --limit 5
     """
+    require_data_dir(obj.settings)
     schedule = get_schedule(schedule_id)
     with closing(open_ops(obj.settings)) as db:
         rows = firings.history(db.conn, schedule.id, limit)
