@@ -215,11 +215,10 @@ def require_data_dir(settings: Settings, exit_code: int = exit_codes.MNEMO_ERROR
     mistyped MNEMO_DATA_DIR left an empty memory behind and reported it as empty)."""
     if settings.data_dir.is_dir():
         return
-    error = click.ClickException(
+    no_data_dir = type("NoDataDir", (click.ClickException,), {"exit_code": exit_code})
+    raise no_data_dir(
         f"no memory at {settings.data_dir} (MNEMO_DATA_DIR): start it with `mnemo up`, or "
         "set MNEMO_DATA_DIR to the data directory the workers use")
-    error.exit_code = exit_code
-    raise error
 
 
 @contextmanager
