@@ -19,7 +19,8 @@ from memory_core.recall.knowledge import (
     list_beliefs,
     list_entities,
 )
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, require_data_dir
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day, stored
 
 tenant_option = click.option("--tenant", "-t", default=None,

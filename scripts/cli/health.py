@@ -6,7 +6,8 @@ import click
 
 from memory_core.clock import utcnow
 from memory_core.health import EXIT_CODES, UNHEALTHY, Check, HealthEnv, overall, probe, run_checks
-from scripts.cli.app import Ctx, emit_json, emit_table, json_option, require_data_dir
+from scripts.cli.app import Ctx, emit_json, emit_table, json_option
+from scripts.cli.data_dir import require_data_dir
 
 
 def _probe(obj: Ctx, role: str, pid: int | None, ready: bool) -> list[Check]:

@@ -8,7 +8,8 @@ from memory_core.db import open_state
 from memory_core.embedders.factory import make_embedder
 from memory_core.status import memory_status
 from memory_core.vectors import VectorIndex
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, require_data_dir
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.memory_recall_cmds import explain, recollect
 from scripts.cli.memory_sweep import sweep_cmd
 from scripts.cli.progress import progress_for, quiet_option

@@ -13,15 +13,8 @@ from memory_core.brokers import make_broker
 from memory_core.errors import BrokerError
 from memory_core.jobs import QUEUES
 from scripts.cli import queue_watch
-from scripts.cli.app import (
-    Ctx,
-    emit_json,
-    emit_table,
-    handle_errors,
-    json_option,
-    redis_errors,
-    require_data_dir,
-)
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import show_time
 
 queue_option = click.option("--queue", "queue_name", metavar="NAME",

@@ -10,7 +10,8 @@ from memory_core import Budget, Memory
 from memory_core.recall.explain import last_log
 from memory_core.recall.inspect import texts_of
 from memory_core.recall.result import RecallResult
-from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, require_data_dir
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day
 
 _TEXT_WIDTH = 70

@@ -14,15 +14,8 @@ from memory_core.maintenance import firings
 from schedules.bootstrap import firing_enqueuer
 from schedules.firing import fire_manual
 from schedules.table import SCHEDULES, fire_times, get_schedule
-from scripts.cli.app import (
-    Ctx,
-    emit_json,
-    emit_table,
-    handle_errors,
-    json_option,
-    redis_errors,
-    require_data_dir,
-)
+from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
+from scripts.cli.data_dir import require_data_dir
 
 WEEK = timedelta(days=7)
 

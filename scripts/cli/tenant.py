@@ -6,7 +6,8 @@ import click
 
 from memory_core.db import migrate_stores, open_state
 from memory_core.model.tenants import create_tenant, list_tenants
-from scripts.cli.app import Ctx, emit_json, handle_errors, json_option, require_data_dir
+from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 
 
 @click.group()
