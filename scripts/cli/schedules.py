@@ -98,8 +98,8 @@ def history(obj: Ctx, schedule_id: str, limit: int, as_json: bool) -> None:
 
         mnemo schedules history macro_sleep --limit 5
     """
+    schedule = get_schedule(schedule_id)  # a mistyped ID is said first, with the list
     require_data_dir(obj.settings)
-    schedule = get_schedule(schedule_id)
     with closing(open_ops(obj.settings)) as db:
         rows = firings.history(db.conn, schedule.id, limit)
     if as_json:
