@@ -1,10 +1,13 @@
 """A Redis outage with the real pipeline: 1,000 ``after_turn`` calls while the server is
-stopped each return within 50 ms, and once it is back every turn is recorded exactly once."""
+stopped each return within 50 ms, and once it is back every turn is recorded exactly once.
+
+The 50 ms are the call's own: its wall time less the time this process's threads waited
+for a CPU meanwhile (``tests.helpers.timing``), so a loaded machine does not fail it while
+a call that blocks (a connect timeout, a retry sleep) still does."""
 
 from __future__ import annotations
 
 import gc
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from tests.helpers.post_turn import turn
 from tests.helpers.queue_env import RedisServer, running, wait_for
+from tests.helpers.timing import Stopwatch
 from workers.context import LazyContext
 from workers.entry import build_worker_broker
 
@@ -40,20 +44,22 @@ def test_a_redis_outage_loses_no_turn_and_never_blocks_the_chat(
     mem = Memory.open(settings)
     mem.after_turn(turn(TURNS, session="warm"))  # connects; sent directly
     own_redis.stop()
-    latencies = []
+    latencies, queued = [], []
     # The timing is of after_turn, not of the collector walking the whole test session's heap
     # (every test module is imported by then): freeze what exists; new garbage still counts.
     gc.freeze()
     try:
         for i in range(TURNS):
-            started = time.perf_counter()
-            mem.after_turn(turn(i, session=f"s{i // 50}"))
-            latencies.append(time.perf_counter() - started)
+            with Stopwatch() as watch:
+                mem.after_turn(turn(i, session=f"s{i // 50}"))
+            latencies.append(watch.seconds)
+            queued.append(watch.queued)
     finally:
         gc.unfreeze()
     slowest = max(range(TURNS), key=latencies.__getitem__)
     assert max(latencies) < 0.050, (
-        f"slowest after_turn: call {slowest}, {latencies[slowest] * 1000:.1f} ms")
+        f"slowest after_turn: call {slowest}, {latencies[slowest] * 1000:.1f} ms (and "
+        f"{queued[slowest] * 1000:.1f} ms of the process's threads waiting for a CPU)")
     assert state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 0
 
     own_redis.start()
@@ -63,10 +69,10 @@ def test_a_redis_outage_loses_no_turn_and_never_blocks_the_chat(
     relay = make_relay(settings, broker, "test-relay", interval_s=0.1)
     relay.start()
     try:
-        with running(broker, threads=4):
-            wait_for(lambda: state.conn.execute(
-                "SELECT count(*) FROM turns").fetchone()[0] == TURNS + 1, 120, interval=0.2)
-            wait_for(lambda: _drained(broker), 120, interval=0.2)
+        with running(broker, threads=4):  # deadlines, not bounds: 1,001 turns at load 30
+            wait_for(lambda: state.conn.execute(  # took over 120 s
+                "SELECT count(*) FROM turns").fetchone()[0] == TURNS + 1, 600, interval=0.2)
+            wait_for(lambda: _drained(broker), 600, interval=0.2)
     finally:
         relay.stop()
         broker.close()

@@ -24,7 +24,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from scripts.cli import main
+from memory_core.health import UNHEALTHY
+from scripts.cli import exit_codes, main
 from scripts.cli.dates import DATE, DateTimeParam
 from scripts.cli.docs import walk
 from tests.helpers.cli_data import a_belief_id, cli_env, local_zone_not_utc, seed_data_dir
@@ -190,6 +191,42 @@ def test_a_long_running_command_that_cannot_start_says_so_in_json(tmp_path: Path
     assert "memory_ops.db" in events[0]["error"]
 
 
+@pytest.mark.parametrize("argv", [["worker", "--processes", "1"], ["up", "--processes", "1"],
+                                  ["scheduler"]], ids=["worker", "up", "scheduler"])
+def test_a_long_running_command_that_refuses_prints_no_start_banner(
+        tmp_path: Path, argv: list[str]) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "memory_ops.db").write_bytes(b"SQLite format 3\0" + b"\x07" * 3000)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")},
+           "MNEMO_DATA_DIR": str(data)}
+    mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
+    out = subprocess.run([mnemo, *argv], env=env, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 4, out.stderr[-2000:]  # a damaged database
+    assert "memory_ops.db" in out.stderr
+    assert "SIGTERM or Ctrl-C stops" not in out.stderr  # no line saying it runs
+
+
+READ_ONLY = [["health"], ["health", "--worker"], ["health", "--scheduler", "--json"],
+             ["queue", "stats"], ["queue", "stats", "--watch", "--count", "1"],
+             ["queue", "dead"], ["beliefs", "list"], ["beliefs", "history", "user", "lives_in"],
+             ["entities", "list"], ["tenant", "list"], ["schedules", "list"],
+             ["schedules", "history", "macro_sleep"], ["memory", "status"],
+             ["recall", "where do I live"]]
+
+
+@pytest.mark.parametrize("argv", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
+def test_a_read_only_command_on_a_missing_data_dir_creates_nothing(
+        tmp_path: Path, argv: list[str]) -> None:
+    data = tmp_path / "nowhere" / "data"
+    result = CliRunner().invoke(main, argv, env={"MNEMO_DATA_DIR": str(data)})
+    assert not (tmp_path / "nowhere").exists()
+    assert result.exit_code == (exit_codes.HEALTH_EXIT_CODES[UNHEALTHY] if argv[0] == "health"
+                                else exit_codes.MNEMO_ERROR), result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "`mnemo up`" in lines[0] and "MNEMO_DATA_DIR" in lines[0], lines
+
+
 # -- dates ---------------------------------------------------------------------------------
 
 
@@ -287,11 +324,3 @@ def test_an_error_is_one_line_saying_what_and_the_fix(seeded: Path, args: list[s
     assert len(errors) == 1 and errors[0].startswith("Error: ") and says in errors[0], errors
     assert "Traceback" not in result.output and result.stdout == ""
     assert "timezone-aware" not in result.output
-
-
-def test_a_missing_data_dir_is_one_line_naming_the_fix(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["beliefs", "list"], env=cli_env(tmp_path / "none"))
-    assert result.exit_code == 1
-    (line,) = [x for x in result.stderr.splitlines() if x.startswith("Error: ")]
-    assert "memory_state.db (the state database) does not exist: run `mnemo db migrate`" in line
-    assert not (tmp_path / "none").exists()  # reading created nothing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from sqlalchemy import MetaData
 from memory_core.db import atomic, open_ops, open_state, schema_ops, schema_state
 from memory_core.db import sqlite as sqlite_mod
 from memory_core.db.migrations import latest_version
-from memory_core.db.stores import Database
+from memory_core.db.stores import Database, reopen_connections
 from memory_core.errors import SchemaTooNewError, StoreError
 from memory_core.settings import Settings
 from scripts.cli import main
@@ -252,3 +253,52 @@ def test_cli_refuses_a_too_new_database_with_exit_1(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["memory", "status"], env={"MNEMO_DATA_DIR": str(tmp_path)})
     assert result.exit_code == 1
     assert "newer than this mnemo knows" in result.output
+
+
+def _open_fds_on(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    return sum(1 for fd in Path("/proc/self/fd").iterdir() if _link(fd) == str(path))
+
+
+def _link(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:  # closed between listing and reading
+        return ""
+
+
+# SQLite keeps a closed connection's descriptor for reuse while other connections of the
+# process have the file open (closing it would drop their POSIX locks): one spare at most.
+_SPARE_FD = 1
+
+
+def test_reopen_connections_closes_the_replaced_connection(state_db: Database) -> None:
+    state_db.conn.execute("SELECT 1")
+    baseline = _open_fds_on(state_db.path)
+    replaced = []
+    for _ in range(5):
+        replaced.append(weakref.ref(state_db.conn))
+        reopen_connections()
+        state_db.conn.execute("SELECT 1")  # the thread's next use reopens, closes the old
+    assert [ref() for ref in replaced] == [None] * 5  # nothing keeps them
+    assert _open_fds_on(state_db.path) <= baseline + _SPARE_FD
+
+
+def test_a_replaced_connection_still_held_is_closed_once_dropped(state_db: Database) -> None:
+    held = state_db.conn
+    reopen_connections()
+    assert state_db.conn is not held
+    state_db.conn.execute("SELECT 1")
+    assert held.execute("SELECT 1").fetchone() == (1,)  # its holder can finish with it
+    ref = weakref.ref(held)
+    del held
+    state_db.conn.execute("SELECT 1")
+    assert ref() is None
+
+
+def test_reopen_connections_keeps_a_connection_inside_its_transaction(
+        state_db: Database) -> None:
+    with atomic(state_db.conn) as conn:
+        reopen_connections()
+        assert state_db.conn is conn  # mid-transaction: replaced after the commit
+    assert state_db.conn is not conn

@@ -54,6 +54,23 @@ def test_ids_are_stable_and_rename_keeps_them(store) -> None:
     assert anchor == ("ShipX Pro",)
 
 
+def test_a_renamed_object_keeps_one_value_under_its_new_name(store) -> None:
+    """``user has_sibling Anna``, Anna renamed Ann, then "my sister Ann": one sister, named
+    Ann; the old name is no longer a sibling of its own."""
+    eid = put(store, "user", "has_sibling", "Anna", 0).object_entity_id
+    put(store, "Bob", "has_sibling", "Anna", 0)
+    rename_entity(store.conn, store.index, "t1", eid, "Ann")
+    assert put(store, "user", "has_sibling", "Ann", 2).object_entity_id == eid
+    current = store.conn.execute(
+        "SELECT subject_id, object_text, text FROM beliefs WHERE predicate = 'has_sibling' "
+        "AND status = 'active' ORDER BY subject_id").fetchall()
+    bob = lookup(store.conn, "t1", "Bob")
+    assert sorted(current) == sorted([(bob, "Ann", "Bob has sibling Ann"),
+                                      ("user", "Ann", "user has sibling Ann")])
+    assert store.conn.execute("SELECT count(*) FROM beliefs WHERE object_text = 'Anna'"
+                              ).fetchone() == (0,)
+
+
 def test_rename_refuses_a_name_in_use(store) -> None:
     a = put(store, "Alice", "likes", "Jazz", 0).subject_id
     put(store, "Bob", "likes", "Jazz", 0)

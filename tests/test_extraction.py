@@ -331,12 +331,14 @@ def test_naive_turn_time_is_refused() -> None:
 
 
 def test_one_megabyte_input_finishes_quickly() -> None:
+    # CPU time, not wall time: extraction is pure computation (a regex that backtracks shows
+    # here), and a loaded machine stretches only the wall clock.
     sentence = "I live in Boston and my sister Anna works at Google, we love hiking. "
     for text in (sentence * 15_000, "I love " + "a " * 500_000, "`" * 1_000_000,
                  "My friend " + "Anna " * 200_000, "\x00" * 1_000_000):  # fmt: skip
-        started = time.perf_counter()
+        started = time.thread_time()
         extract_heuristic(_turn(text[:1_000_000]))
-        assert time.perf_counter() - started < 2.0
+        assert time.thread_time() - started < 2.0
 
 
 # --- robustness ----------------------------------------------------------------------------

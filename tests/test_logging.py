@@ -15,11 +15,14 @@ from typing import Any
 
 import pytest
 from dramatiq import Message
+from structlog.testing import capture_logs
 
 from memory_core.brokers import make_broker
+from memory_core.embedders.base import _reset_warning_for_tests
 from memory_core.settings import Settings
 from tests.conftest import REPO
 from tests.helpers.queue_env import marker_lines, start_worker_process, stop_process, wait_for
+from workers.pool import preflight
 
 SECRET = "my-sister-Ana-lives-in-Lisbon"
 
@@ -27,12 +30,13 @@ SCRIPT = """
 import structlog
 from memory_core.log import configure_logging
 from memory_core.settings import Settings
+from memory_core.embedders import warn_keyword_grade_once
 from memory_core.embedders.factory import make_embedder
 s = Settings.from_env({})
 configure_logging(s)
 configure_logging(s)
-make_embedder(s)
-make_embedder(s)
+warn_keyword_grade_once(make_embedder(s))
+warn_keyword_grade_once(make_embedder(s))
 structlog.get_logger("t").info("turn_recorded", tenant="t1", duration_ms=3, outcome="ok")
 """
 
@@ -115,6 +119,31 @@ def test_json_lines_when_not_on_a_terminal_and_keyword_grade_warned_once() -> No
     assert "mnemo memory reindex" in lines[events.index("embedder_keyword_grade")]["fix"]
     record = lines[events.index("turn_recorded")]
     assert record["level"] == "info" and record["tenant"] == "t1" and "timestamp" in record
+
+
+def _grade_warnings(data_dir: Path, *args: str) -> int:
+    """How many ``embedder_keyword_grade`` lines `mnemo ARGS` logs (hash embedder)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    full.update(MNEMO_DATA_DIR=str(data_dir), MNEMO_EMBEDDER="hash", MNEMO_LOG_LEVEL="info")
+    out = subprocess.run([sys.executable, "-c", "from scripts.cli import main; main()", *args],
+                         cwd=REPO, capture_output=True, text=True, timeout=120, env=full)
+    assert out.returncode in (0, 1, 2), out.stderr  # health may be degraded: no workers
+    return out.stderr.count("embedder_keyword_grade")
+
+
+def test_the_keyword_grade_warning_is_logged_where_it_matters_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    settings = Settings.from_env({}, data_dir=data, embedder="hash")
+    _reset_warning_for_tests()
+    with capture_logs() as logs:
+        preflight(settings)  # `mnemo worker` / `mnemo up`, before any process starts
+    assert [e["event"] for e in logs].count("embedder_keyword_grade") == 1
+    assert _grade_warnings(data, "tenant", "add", "t1") == 0
+    for args in (("health",), ("memory", "status"), ("queue", "stats"),
+                 ("recall", "where do I live", "--tenant", "t1")):
+        assert _grade_warnings(data, *args) == 0, args
+    assert _grade_warnings(data, "recall", "where do I live", "--tenant", "t1",
+                           "--explain") == 1
 
 
 def test_structlog_dramatiq_stdlib_tracebacks_and_warnings_share_one_json_format() -> None:

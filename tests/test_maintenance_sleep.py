@@ -14,6 +14,7 @@ from memory_core.clock import from_db, to_db
 from memory_core.db import fts
 from memory_core.maintenance import reinforce as reinforce_mod
 from memory_core.maintenance.bodies import BODIES
+from memory_core.maintenance.fts_merge import merge_fts, merge_step
 from memory_core.maintenance.sleep import macro_sleep
 from memory_core.maintenance.tiers import TierPolicy, tier_for
 from memory_core.recall.explain import write_recall_log
@@ -240,3 +241,52 @@ def test_a_missing_ego_anchor_is_backfilled(world: World) -> None:
     assert report.counts["anchors_added"] == 1
     assert world.conn.execute(anchors).fetchone()[0] == 1
     assert macro_sleep(world.after(hours=7)).counts["anchors_added"] == 0
+
+
+def _segments(world: World, fts_table: str) -> int:
+    return int(world.conn.execute(f"SELECT count(DISTINCT segid) FROM {fts_table}_idx"
+                                  ).fetchone()[0])
+
+
+def _fragment(world: World) -> None:
+    for table in fts.FTS_TABLES:  # one segment per write transaction, as after bursts
+        world.conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
+    for i in range(30):  # many distinct words: the merged segment spans many pages
+        words = " ".join(f"w{i}x{j}" for j in range(150))
+        world.turn("t1", f"u{i}", f"I went hiking in the Alps with Anna, trip {i}: {words}")
+
+
+def test_macro_sleep_merges_the_full_text_segments(world: World) -> None:
+    _fragment(world)
+    query = fts.match("t1", "hiking")
+    found = sorted(world.conn.execute("SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?",
+                                      (query,)).fetchall())
+    assert len(found) == 30 and _segments(world, "turns_fts") >= 10
+
+    report = macro_sleep(world.after(hours=1))
+    assert report.counts["fts_merge_steps_turns_fts"] >= 1
+    for table in fts.FTS_TABLES:
+        assert _segments(world, table) <= 1, table
+    assert sorted(world.conn.execute("SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?",
+                                     (query,)).fetchall()) == found
+    assert world.conn.execute("INSERT INTO turns_fts (turns_fts) VALUES ('integrity-check')"
+                              ) is not None
+    again = macro_sleep(world.after(hours=1))  # the same window again: nothing to merge
+    assert {k: v for k, v in again.counts.items() if k.startswith("fts_merge")} == {
+        f"fts_merge_steps_{table}": 0 for table in fts.FTS_TABLES}
+
+
+def test_the_merge_goes_in_steps_of_its_own_transaction(world: World) -> None:
+    _fragment(world)
+    seen: list[tuple[str, bool]] = []
+
+    def step(conn, table: str, pages: int) -> bool:
+        assert not conn.in_transaction  # each step commits before the next begins
+        merged = merge_step(conn, table, pages)
+        seen.append((table, merged))
+        return merged
+
+    steps = merge_fts(world.conn, pages=1, step=step)
+    assert steps["turns_fts"] > 3  # a small page budget: many short steps, not one long one
+    assert _segments(world, "turns_fts") <= 1
+    assert seen.count(("turns_fts", False)) == 1  # stopped at the first step with no work

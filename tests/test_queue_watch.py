@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from memory_core.brokers import make_broker
 from memory_core.chat.post_turn import TurnSender, checked_message, checked_turn
+from memory_core.db import migrate_stores
 from memory_core.jobs import build_message
 from memory_core.settings import Settings
 from scripts.cli import main
@@ -32,7 +33,9 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
 @pytest.fixture(params=["embedded", "redis"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    yield {**cli_env(request, tmp_path), "MNEMO_LOG_LEVEL": "error"}
+    env = {**cli_env(request, tmp_path), "MNEMO_LOG_LEVEL": "error"}
+    migrate_stores(Settings.from_env(env))  # `queue stats` only reads: it needs the data dir
+    yield env
 
 
 def _cli(env: dict[str, str], *args: str) -> Result:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory_core.brokers import make_broker
-from memory_core.db import open_ops
+from memory_core.db import migrate_stores, open_ops
 from memory_core.db.leases import SqliteLeases
 from memory_core.maintenance import firings
 from memory_core.settings import Settings
@@ -41,6 +41,7 @@ def _cli(env: dict[str, str], *args: str) -> object:
 
 def test_schedules_list_history_and_fire(env: dict[str, str]) -> None:
     settings = Settings.from_env(env)
+    migrate_stores(settings)  # `schedules list` only reads: it refuses a missing data dir
     result = _cli(env, "schedules", "list", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)

@@ -23,6 +23,8 @@ import structlog
 
 from memory_core.brokers.durability import check_configured_persistence
 from memory_core.db.stores import migrate_stores
+from memory_core.embedders.base import warn_keyword_grade_once
+from memory_core.embedders.factory import make_embedder
 from memory_core.errors import MnemoError
 from memory_core.settings import Settings
 from workers.context import claim_embedder
@@ -104,12 +106,15 @@ class WorkerPool:
 
 def preflight(settings: Settings) -> None:
     """What every worker needs before it serves: both databases migrated, and the configured
-    embedder recorded for the data (fresh) or equal to the recorded one.
+    embedder recorded for the data (fresh) or equal to the recorded one. Logs
+    ``embedder_keyword_grade`` for a keyword-grade embedder.
 
     Raises SchemaTooNewError / StoreError / EmbedderMismatchError / EmbedderError.
     """
     migrate_stores(settings)
-    claim_embedder(settings)
+    embedder = make_embedder(settings)
+    claim_embedder(settings, embedder=embedder)
+    warn_keyword_grade_once(embedder)  # once per start, not once per worker process
 
 
 def run_pool(settings: Settings, *, processes: int, threads: int,

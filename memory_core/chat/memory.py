@@ -65,8 +65,12 @@ class Memory:
             settings.recall_helper_threads > 0) else None
 
     @classmethod
-    def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None) -> Memory:
+    def open(cls, settings: Settings | None = None, *, embedder: Embedder | None = None,
+             warn_keyword_grade: bool = True) -> Memory:
         """Open memory with ``settings`` (default: from the environment).
+
+        ``warn_keyword_grade``: log ``embedder_keyword_grade`` (once per process) when the
+        embedder is keyword-grade; `mnemo recall` asks for it only with ``--explain``.
 
         Never migrates: both databases must exist at this code's schema version, made by
         `mnemo db migrate` or by the workers, which migrate on start. The state db is opened
@@ -89,7 +93,8 @@ class Memory:
         except BaseException:
             state.close()
             raise
-        warn_keyword_grade_once(embedder)
+        if warn_keyword_grade:
+            warn_keyword_grade_once(embedder)
         return cls(settings, state, ops, embedder)
 
     def recall(self, query: str, *, tenant: str | None = None, session_id: str | None = None,

@@ -33,7 +33,6 @@ as 0/1, as SQLite does.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -46,8 +45,8 @@ from memory_core.db import dialect
 from memory_core.db.dialect import ID_TABLES, SCHEMA, is_postgres
 from memory_core.errors import StoreError
 
-__all__ = ["ID_TABLES", "SCHEMA", "WRITE_LOCK_KEY", "PgConnection", "PgConnections",
-           "PgCursor", "is_postgres", "tenant_lock_key", "write_lock_sql"]
+__all__ = ["ID_TABLES", "SCHEMA", "WRITE_LOCK_KEY", "PgConnection", "PgCursor",
+           "is_postgres", "tenant_lock_key", "write_lock_sql"]
 
 WRITE_LOCK_KEY = 0x6D6E656D6F5752  # the store lock ("mnemoWR"): shared by tenant writers
 
@@ -187,29 +186,3 @@ class PgConnection:
     @property
     def closed(self) -> bool:
         return self.raw.closed
-
-
-class PgConnections:
-    """One ``PgConnection`` per thread, opened on first use (as ``Database.conn``)."""
-
-    def __init__(self, connect: Any) -> None:
-        self._connect = connect
-        self._local = threading.local()
-        self._all: list[PgConnection] = []
-        self._lock = threading.Lock()
-
-    def get(self) -> PgConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or (conn.closed and not conn.in_transaction):
-            conn = self._connect()
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()

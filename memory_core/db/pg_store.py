@@ -29,7 +29,8 @@ from memory_core.backends import BackendURL, postgres_connect_kwargs
 from memory_core.clock import to_db, utcnow
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts, schema_state
-from memory_core.db.pg_state import SCHEMA, PgConnection, PgConnections, write_lock_sql
+from memory_core.db.per_thread import ThreadConnections
+from memory_core.db.pg_state import SCHEMA, PgConnection, write_lock_sql
 from memory_core.errors import SchemaTooNewError, StoreError
 
 _MIGRATE_LOCK = 0x6D6E656D6F4D47  # "mnemoMG"
@@ -139,7 +140,7 @@ class PgDatabase:
         self._password = password
         self.readonly = readonly
         self._timeout = connect_timeout_s
-        self._conns = PgConnections(self.connect)
+        self._conns = ThreadConnections(self.connect, broken=lambda conn: conn.closed)
 
     @property
     def path(self) -> Path:

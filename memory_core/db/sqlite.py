@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.util
 import itertools
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -63,14 +65,21 @@ def sqlite_module() -> ModuleType:
         return _module
 
 
+def _sqlite_vec_path() -> str:
+    """The sqlite-vec extension's file, found without importing the ``sqlite_vec`` package:
+    its ``__init__`` imports numpy (0.3-0.5 s of CPU), which a command that opens a database
+    and never touches a vector (the health probes) need not pay."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError("the sqlite-vec package is not installed: `pip install sqlite-vec`")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
 def _load_sqlite_vec(conn: Connection) -> None:
-    try:
-        import sqlite_vec
-    except ImportError as e:
-        raise StoreError("the sqlite-vec package is not installed: `pip install sqlite-vec`") from e
+    path = _sqlite_vec_path()
     try:
         conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
+        conn.load_extension(path)
         conn.enable_load_extension(False)
     except Exception as e:
         raise StoreError(

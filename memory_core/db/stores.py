@@ -9,11 +9,11 @@ created, and a schema behind this code is refused untouched.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory_core.db.per_thread import ThreadConnections
 from memory_core.db.sqlite import Connection, connect
 from memory_core.errors import StoreError
 from memory_core.settings import Settings
@@ -29,8 +29,9 @@ _generation = 0
 
 def reopen_connections() -> None:
     """Have every ``Database`` of this process open a new connection for each thread at
-    that thread's next use outside a transaction (the old one stays open until the
-    ``Database`` is closed: a caller may still hold it).
+    that thread's next use outside a transaction. The old one is closed by that thread as
+    soon as no caller holds it any more (it stayed open until the ``Database`` closed: one
+    file descriptor per thread and fault, a leak in a long-lived worker).
 
     SQLite opens a file it cannot write read-only, silently, and such a connection stays
     read-only after the file is writable again: a worker's StorageGuard calls this when it
@@ -39,6 +40,10 @@ def reopen_connections() -> None:
     """
     global _generation
     _generation += 1
+
+
+def _current_generation() -> int:
+    return _generation
 
 
 _MIGRATE_FIX = ("run `mnemo db migrate`, or start the workers (`mnemo worker` / `mnemo up`), "
@@ -66,9 +71,8 @@ class Database:
         self.readonly = readonly
         self.autocheckpoint = autocheckpoint  # see ``sqlite.connect``
         self.mmap_mb = mmap_mb
-        self._local = threading.local()
-        self._all: list[Any] = []
-        self._lock = threading.Lock()
+        self._conns: ThreadConnections[Connection] = ThreadConnections(
+            self.connect, generation=_current_generation)
 
     def connect(self) -> Connection:
         """A new connection with the factory's pragmas (the caller closes it)."""
@@ -78,19 +82,7 @@ class Database:
     @property
     def conn(self) -> Connection:
         """This thread's connection, opened on first use."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.generation != _generation \
-                and not conn.in_transaction:
-            # Replaced, not closed: a caller may still hold it; ``close()`` closes it.
-            conn = None
-        if conn is None:
-            generation = _generation
-            conn = self.connect()
-            self._local.conn = conn
-            self._local.generation = generation
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     def migrate(self) -> list[migrations.Migration]:
         """Apply pending migrations (idempotent). Returns what was applied."""
@@ -120,11 +112,7 @@ class Database:
                              f"{latest}: {_MIGRATE_FIX}")
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._conns.close()
 
     def __repr__(self) -> str:
         return f"Database({self.kind}, {self.path})"

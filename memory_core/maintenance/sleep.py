@@ -6,7 +6,8 @@ For each tenant, in this order:
 3. end the chat sessions idle for ``MNEMO_SESSION_IDLE_S`` (working -> recent) and put every
    other episode in its tier by age and importance (``tiers.move``);
 4. backfill the ego anchors (``model.ego_anchor``, paged).
-Then, once for the store, the FTS drift check (``fts_drift``) and the completeness check
+Then, once for the store, the FTS drift check (``fts_drift``), the merge of the full-text
+indexes' segments in bounded steps (``fts_merge``) and the completeness check
 (``maintenance.completeness``: post-turn follow-ups that never ran are re-sent).
 
 Idempotent per window: every step is a function of the stored times and the firing's
@@ -20,6 +21,7 @@ from memory_core.maintenance.base import JobEnv, JobReport
 from memory_core.maintenance.common import end_sessions, tenants
 from memory_core.maintenance.completeness import complete_turns
 from memory_core.maintenance.fts_drift import check_fts_drift
+from memory_core.maintenance.fts_merge import merge_fts
 from memory_core.maintenance.reinforce import reinforce
 from memory_core.maintenance.tiers import decay, move
 from memory_core.model.ego_anchor import backfill_ego_anchors
@@ -39,7 +41,8 @@ def _tenant(env: JobEnv, tenant: str, report: JobReport) -> None:
 
 
 def macro_sleep(env: JobEnv) -> JobReport:
-    """Decay, reinforcement, tier moves, ego anchors, the FTS drift and completeness checks."""
+    """Decay, reinforcement, tier moves, ego anchors, the FTS drift check and segment merge,
+    the completeness check."""
     report = JobReport("macro_sleep")
     for tenant in tenants(env.state.conn):
         report.add("tenants")
@@ -48,5 +51,7 @@ def macro_sleep(env: JobEnv) -> JobReport:
         if check.rebuilt:
             report.add("fts_rebuilt")
             report.counts[f"fts_rebuilt_{check.table}"] = f"{check.indexed}->{check.rows}"
+    for fts, steps in merge_fts(env.state.conn).items():
+        report.add(f"fts_merge_steps_{fts}", steps)
     complete_turns(env, report)
     return report

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.model.belief_rules import anchor_key, normalize_object, render_text
+from memory_core.model.belief_rules import normalize_object, render_text
 from memory_core.model.hygiene import check_subject, normalize_label
 from memory_core.model.tenants import HUB, require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx, write_tx
@@ -123,19 +123,22 @@ def set_name(tx: WriteTx, entity_id: str, new_name: str) -> bool:
 
 
 def rerender(tx: WriteTx, entity_id: str) -> int:
-    """Re-render the texts of beliefs about ``entity_id`` and of its ego anchor."""
+    """Re-render the texts of beliefs about ``entity_id``, and, unless it is the hub, of
+    those whose object it is (its ego anchor, ``user has_sibling Anna``): their object
+    takes the new name, so the old one no longer stands as a value of its own (a later
+    "my sister Ann" would have been a second sibling beside "Anna")."""
     conn, tenant = tx.conn, tx.tenant
     name = entity_name(conn, tenant, entity_id)
-    hub_name = entity_name(conn, tenant, HUB)
     rows = conn.execute(
         "SELECT id, belief_uid, subject_id, predicate, object_text, text, negated FROM beliefs "
-        "WHERE tenant = ? AND (subject_id = ? OR belief_uid = ?)",
-        (tenant, entity_id, anchor_key(tenant, entity_id))).fetchall()
+        "WHERE tenant = ? AND (subject_id = ? OR object_entity_id = ?)",
+        (tenant, entity_id, entity_id if entity_id != HUB else None)).fetchall()
     changed = 0
     for row_id, uid, subject_id, predicate, object_text, text, negated in rows:
-        if uid == anchor_key(tenant, entity_id) and subject_id != entity_id:
+        if subject_id != entity_id:  # found by its object
             object_text = name
-        subject_name = name if subject_id == entity_id else hub_name
+        subject_name = name if subject_id == entity_id else entity_name(conn, tenant,
+                                                                         subject_id)
         new_text = render_text(subject_name, predicate, object_text, bool(negated))
         if new_text != text:
             conn.execute("UPDATE beliefs SET object_text = ?, object_norm = ?, text = ? "
@@ -175,10 +178,15 @@ def rename_entity(conn: Connection, index: VectorIndex, tenant: str, entity_id: 
 
 
 def _texts_after_rename(conn: Connection, tenant: str, entity_id: str, new_name: str) -> list[str]:
+    """The belief texts ``rerender`` will write, to embed before the transaction."""
     rows = conn.execute(
-        "SELECT predicate, object_text, negated FROM beliefs WHERE tenant = ? AND "
-        "subject_id = ?", (tenant, entity_id)).fetchall()
-    texts = [render_text(new_name, p, o, bool(n)) for p, o, n in rows]
-    hub = entity_name(conn, tenant, HUB)
-    texts.append(render_text(hub, "related_to", new_name))
+        "SELECT subject_id, predicate, object_text, negated FROM beliefs WHERE tenant = ? AND "
+        "(subject_id = ? OR object_entity_id = ?)", (tenant, entity_id, entity_id)).fetchall()
+    texts = []
+    for subject_id, predicate, object_text, negated in rows:
+        if subject_id == entity_id:
+            texts.append(render_text(new_name, predicate, object_text, bool(negated)))
+        else:
+            texts.append(render_text(entity_name(conn, tenant, subject_id), predicate,
+                                     new_name, bool(negated)))
     return texts

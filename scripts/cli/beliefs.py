@@ -20,6 +20,7 @@ from memory_core.recall.knowledge import (
     list_entities,
 )
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day, stored
 
 tenant_option = click.option("--tenant", "-t", default=None,
@@ -30,6 +31,7 @@ tenant_option = click.option("--tenant", "-t", default=None,
 def _reading(obj: Ctx, tenant: str | None) -> Iterator[tuple[Connection, str]]:
     """A read-only connection to the state database and the tenant, which must exist."""
     tenant = tenant or obj.settings.default_tenant
+    require_data_dir(obj.settings)
     db = open_state(obj.settings, migrate=False, readonly=True)
     try:
         require_tenant(db.conn, tenant)  # the error names `mnemo tenant list`

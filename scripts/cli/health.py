@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from memory_core.clock import utcnow
-from memory_core.health import EXIT_CODES, Check, HealthEnv, overall, probe, run_checks
-from schedules.health import health_report
+from memory_core.health import EXIT_CODES, UNHEALTHY, Check, HealthEnv, overall, probe, run_checks
 from scripts.cli.app import Ctx, emit_json, emit_table, json_option
+from scripts.cli.data_dir import require_data_dir
 
 
 def _probe(obj: Ctx, role: str, pid: int | None, ready: bool) -> list[Check]:
@@ -17,6 +17,15 @@ def _probe(obj: Ctx, role: str, pid: int | None, ready: bool) -> list[Check]:
         return run_checks(env, [(name, lambda e: probe(e, role, pid=pid, ready=ready))])
     finally:
         env.close()
+
+
+def _report(obj: Ctx) -> list[Check]:
+    """The whole report. Its checks import the broker, mirror and schedule code (numpy,
+    SQLAlchemy, redis: about a second of CPU), which the probes, run every few seconds by a
+    deployment, do not need."""
+    from schedules.health import health_report
+
+    return health_report(obj.settings, utcnow())
 
 
 @click.command()
@@ -60,11 +69,12 @@ def health(ctx: click.Context, obj: Ctx, role: str | None, pid: int | None, read
 
         mnemo health --worker --ready
     """
+    require_data_dir(obj.settings, EXIT_CODES[UNHEALTHY])
     if pid is not None and role is None:
         raise click.UsageError("--pid goes with --worker or --scheduler")
     if ready and role != "worker":
         raise click.UsageError("--ready goes with --worker")
-    checks = _probe(obj, role, pid, ready) if role else health_report(obj.settings, utcnow())
+    checks = _probe(obj, role, pid, ready) if role else _report(obj)
     status = overall(checks)
     if as_json:
         emit_json({"status": status, "checks": [c.as_json() for c in checks]})

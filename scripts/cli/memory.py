@@ -9,6 +9,7 @@ from memory_core.embedders.factory import make_embedder
 from memory_core.status import memory_status
 from memory_core.vectors import VectorIndex
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.memory_recall_cmds import explain, recollect
 from scripts.cli.memory_sweep import sweep_cmd
 from scripts.cli.progress import progress_for, quiet_option
@@ -40,6 +41,7 @@ def status(obj: Ctx, as_json: bool) -> None:
 
         mnemo memory status
     """
+    require_data_dir(obj.settings)
     state = open_state(obj.settings)
     try:
         report = memory_status(state, VectorIndex(make_embedder(obj.settings)))

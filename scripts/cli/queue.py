@@ -14,6 +14,7 @@ from memory_core.errors import BrokerError
 from memory_core.jobs import QUEUES
 from scripts.cli import queue_watch
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import show_time
 
 queue_option = click.option("--queue", "queue_name", metavar="NAME",
@@ -26,6 +27,7 @@ def _admin(obj: Ctx) -> Iterator[Any]:
 
     A Redis error becomes a BrokerError naming the (redacted) URL and the fix.
     """
+    _require_queue_file(obj)
     broker = make_broker(obj.settings)
     try:
         with redis_errors(obj.settings, "did not answer"):
@@ -34,6 +36,13 @@ def _admin(obj: Ctx) -> Iterator[Any]:
             yield broker
     finally:
         broker.close()
+
+
+def _require_queue_file(obj: Ctx) -> None:
+    """The embedded queue is a file in the data dir: a missing data dir is refused, not
+    created (with Redis the queue is elsewhere, and the spool's file is made on demand)."""
+    if obj.settings.broker_kind == "embedded":
+        require_data_dir(obj.settings)
 
 
 def _age(seconds: float | None) -> str:
@@ -83,6 +92,7 @@ def stats(obj: Ctx, watch: bool, interval: float, count: int | None, as_json: bo
 
         mnemo queue stats --watch --interval 5
     """
+    _require_queue_file(obj)
     if watch:
         queue_watch.watch(obj.settings, interval=interval, count=count, as_json=as_json,
                           age=_age)

@@ -11,6 +11,7 @@ from memory_core.recall.explain import last_log
 from memory_core.recall.inspect import texts_of
 from memory_core.recall.result import RecallResult
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day
 
 _TEXT_WIDTH = 70
@@ -47,9 +48,10 @@ def recall(obj: Ctx, query: str, tenant: str | None, session_id: str | None,
 
         mnemo recall "where does Ana live?" --tenant acme --explain
     """
+    require_data_dir(obj.settings)
     settings = obj.settings
     budget = Budget(limit, settings.recall_max_tokens) if limit else None
-    with Memory.open(settings) as mem:
+    with Memory.open(settings, warn_keyword_grade=explain) as mem:
         result = mem.recall(query, tenant=tenant, session_id=session_id, as_of=as_of,
                             budget=budget, strategy=strategy, fact_budget=fact_budget)
         log = None

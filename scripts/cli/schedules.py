@@ -15,6 +15,7 @@ from schedules.bootstrap import firing_enqueuer
 from schedules.firing import fire_manual
 from schedules.table import SCHEDULES, fire_times, get_schedule
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option, redis_errors
+from scripts.cli.data_dir import require_data_dir
 
 WEEK = timedelta(days=7)
 
@@ -68,6 +69,7 @@ def list_(obj: Ctx, as_json: bool) -> None:
 
         mnemo schedules list --json
     """
+    require_data_dir(obj.settings)
     with closing(open_ops(obj.settings)) as db:
         rows = _overview(db.conn, utcnow())
     if as_json:
@@ -96,7 +98,8 @@ def history(obj: Ctx, schedule_id: str, limit: int, as_json: bool) -> None:
 
         mnemo schedules history macro_sleep --limit 5
     """
-    schedule = get_schedule(schedule_id)
+    schedule = get_schedule(schedule_id)  # a mistyped ID is said first, with the list
+    require_data_dir(obj.settings)
     with closing(open_ops(obj.settings)) as db:
         rows = firings.history(db.conn, schedule.id, limit)
     if as_json:

@@ -7,6 +7,7 @@ import click
 from memory_core.db import migrate_stores, open_state
 from memory_core.model.tenants import create_tenant, list_tenants
 from scripts.cli.app import Ctx, emit_json, handle_errors, json_option
+from scripts.cli.data_dir import require_data_dir
 
 
 @click.group()
@@ -52,6 +53,7 @@ def list_(obj: Ctx, as_json: bool) -> None:
 
         mnemo tenant list --json
     """
+    require_data_dir(obj.settings)
     db = open_state(obj.settings)
     names = list_tenants(db.conn)
     db.close()

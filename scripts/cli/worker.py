@@ -43,6 +43,11 @@ class Lines:
         self.as_json = as_json
         self.facts = {"command": command, "pid": os.getpid(), **facts}
 
+    def banner(self, text: str) -> None:
+        """The human line saying it runs (not with --json, whose ``started`` says it)."""
+        if not self.as_json:
+            progress(text)
+
     def emit(self, event: str, **fields: Any) -> None:
         if self.as_json:
             click.echo(json.dumps({"event": event, "at": show_time(utcnow()), **self.facts,
@@ -66,11 +71,12 @@ def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float, as_
     threads = threads or settings.worker_threads
     lines = Lines(as_json, command, processes=processes, threads=threads,
                   broker=settings.broker_kind)
-    if not as_json:
-        progress(f"mnemo: {processes} worker process(es) x {threads} thread(s) on the "
-                 f"{settings.broker_kind} broker; SIGTERM or Ctrl-C stops them cleanly")
 
     def started() -> Callable[[], None]:  # once the pool runs (and, for `up`, the scheduler)
+        # The banner only now: the pool has checked the stores, the embedder and the broker,
+        # and a refusal (exit 1) is not preceded by a line saying it runs.
+        lines.banner(f"mnemo: {processes} worker process(es) x {threads} thread(s) on the "
+                     f"{settings.broker_kind} broker; SIGTERM or Ctrl-C stops them cleanly")
         stop = beside() if beside is not None else (lambda: None)
         lines.emit("started")
         return stop
@@ -153,8 +159,11 @@ def scheduler(obj: Ctx, as_json: bool) -> None:
     """
     settings = obj.settings
     lines = Lines(as_json, "scheduler", broker=settings.broker_kind)
-    if not as_json:
-        progress(f"mnemo: scheduler on the {settings.broker_kind} broker (lease "
-                 f"{settings.scheduler_lease_seconds} s); SIGTERM or Ctrl-C stops it")
+
+    def started() -> None:
+        lines.banner(f"mnemo: scheduler on the {settings.broker_kind} broker (lease "
+                     f"{settings.scheduler_lease_seconds} s); SIGTERM or Ctrl-C stops it")
+        lines.emit("started")
+
     with lines.stopping():
-        run_scheduler(settings, stop_on_signals(), on_started=lambda: lines.emit("started"))
+        run_scheduler(settings, stop_on_signals(), on_started=started)

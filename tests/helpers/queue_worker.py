@@ -1,13 +1,15 @@
 """A real worker process for the queue tests, built by ``workers.entry`` with a test actor.
 
 Usage: python -m tests.helpers.queue_worker --marker FILE [--hang] [--fail] [--sleep S]
-       [--namespace NS] [--threads N] [--heartbeat-ms MS] [--maintenance-s S]
+       [--namespace NS] [--threads N] [--heartbeat-ms MS] [--maintenance-s S] [--ready]
 
 Settings come from MNEMO_* in the environment (data dir, broker URL, lease). The actor
 ``mark(key)`` on queue ``contract`` appends "KEY PID start" to FILE, sleeps S seconds (with
 --hang: until killed), then appends "KEY PID done"; with --fail it raises instead (three
-retries 100 ms to 1 s apart, then a dead letter). Appends of one short line are atomic, so
-several processes can share FILE.
+retries 100 ms to 1 s apart, then a dead letter). With --ready it first appends "- PID
+ready" once its broker is built, just before it serves (a test can then time what follows
+without the interpreter's start, seconds on a loaded machine). Appends of one short line
+are atomic, so several processes can share FILE.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--heartbeat-ms", type=int, default=5000)
     parser.add_argument("--maintenance-s", type=float, default=1.0)
+    parser.add_argument("--ready", action="store_true")
     args = parser.parse_args()
 
     def mark(key: str) -> None:
@@ -67,6 +70,8 @@ def main() -> None:
         options.update(heartbeat_timeout_ms=args.heartbeat_ms,
                        maintenance_interval_s=args.maintenance_s)
     broker = build_worker_broker(settings, declare=declare, **options)
+    if args.ready:
+        _append(args.marker, f"- {os.getpid()} ready")
     serve(settings, broker, stop, threads=args.threads, grace_s=5)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import psycopg
 import pytest
 
 from memory_core.db.pg_store import LATEST, PgDatabase
@@ -124,3 +125,17 @@ def test_a_read_only_connection_reads_in_a_snapshot_transaction(store) -> None:
         assert digest["tenant"] == "t1"
     finally:
         reader.close()
+
+
+def test_a_connection_the_server_ended_is_replaced_at_the_next_use(store) -> None:
+    first = store.db.conn
+    pid = first.execute("SELECT pg_backend_pid()").fetchone()[0]
+    other = store.db.connect()
+    try:
+        other.execute("SELECT pg_terminate_backend(?)", (pid,))
+    finally:
+        other.close()
+    with pytest.raises(psycopg.OperationalError):
+        first.execute("SELECT 1")  # the thread learns it is gone
+    assert first.closed
+    assert store.db.conn.execute("SELECT 1").fetchone() == (1,)  # a new one, not a dead end
