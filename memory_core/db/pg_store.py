@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from sqlalchemy import Index
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -38,7 +39,8 @@ _MIGRATE_LOCK = 0x6D6E656D6F4D47  # "mnemoMG"
 MIGRATIONS = ((1, "state tables, full-text postings, vector type"),
               (2, "SQLite's julianday() and sum(boolean) for the maintenance jobs' SQL"),
               (3, "SQLite's json_group_array() for the backup's exports"),
-              (4, "keyword search from the postings' index alone (row lengths, INCLUDE)"))
+              (4, "keyword search from the postings' index alone (row lengths, INCLUDE)"),
+              (5, "the maintenance jobs' partial indexes made partial, as in SQLite"))
 # SQLite functions the state code calls that PostgreSQL lacks, made in the schema.
 _COMPAT = ["CREATE OR REPLACE FUNCTION julianday(t text) RETURNS double precision "
            "LANGUAGE sql STABLE AS $$ SELECT extract(epoch FROM t::timestamptz)::float8 "
@@ -64,7 +66,25 @@ def table_ddl() -> list[str]:
         sql = str(CreateTable(table).compile(dialect=dialect))
         sql = re.sub(r"\bSERIAL\b", "BIGSERIAL", re.sub(r"\bINTEGER\b", "BIGINT", sql))
         out.append(sql)
-        out += [str(CreateIndex(i).compile(dialect=dialect)) for i in table.indexes]
+        out += [_index_ddl(i) for i in table.indexes]
+    return out
+
+
+def _index_ddl(index: Index) -> str:
+    """``CREATE INDEX`` for the primary, partial where the SQLite schema's index is (its
+    ``sqlite_where``: the PostgreSQL compiler reads only ``postgresql_where``)."""
+    sql = str(CreateIndex(index).compile(dialect=postgresql.dialect()))
+    where = index.dialect_options["sqlite"]["where"]
+    return sql if where is None else f"{sql} WHERE {where}"
+
+
+def _partial_index_ddl() -> list[str]:
+    """Migration 5: the partial indexes, made again partial (migration 1 built them whole)."""
+    out = []
+    for table in schema_state.metadata.sorted_tables:
+        for index in table.indexes:
+            if index.dialect_options["sqlite"]["where"] is not None:
+                out += [f"DROP INDEX IF EXISTS {index.name}", _index_ddl(index)]
     return out
 
 
@@ -126,6 +146,12 @@ def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
             conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
                          "VALUES (%s, %s, %s)", (4, MIGRATIONS[3][1], to_db(utcnow())))
             applied.append(4)
+        if version < 5:
+            for statement in _partial_index_ddl():
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
+                         "VALUES (%s, %s, %s)", (5, MIGRATIONS[4][1], to_db(utcnow())))
+            applied.append(5)
     return applied
 
 
@@ -143,9 +169,15 @@ class PgDatabase:
         self._conns = ThreadConnections(self.connect, broken=lambda conn: conn.closed)
 
     @property
+    def where(self) -> str:
+        """The canonical URL and the schema, for messages that name the store."""
+        return f"{self.url.canonical}#{SCHEMA}"
+
+    @property
     def path(self) -> Path:
-        """Not a file: the canonical URL, for messages that name the store."""
-        return Path(f"{self.url.canonical}#{SCHEMA}")
+        """Not a file: ``where`` as a path, for code written for a file (a ``Path`` folds
+        the URL's ``//``: show ``where`` to a user)."""
+        return Path(self.where)
 
     def _raw(self) -> psycopg.Connection[Any]:
         kwargs = postgres_connect_kwargs(self.url, self._password,

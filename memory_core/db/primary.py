@@ -27,7 +27,8 @@ PROMOTED_TO = "promoted_to"
 PROMOTED_FROM = "promoted_from"
 
 
-def _url(settings: Settings) -> Any:
+def primary_url(settings: Settings) -> Any:
+    """The primary's parsed URL (``MNEMO_POSTGRES_URL``); a clear error when unset."""
     url = settings.postgres_backend
     if url is None:
         raise ConfigurationError("MNEMO_STATE_BACKEND=postgres needs MNEMO_POSTGRES_URL")
@@ -41,7 +42,7 @@ def open_primary(settings: Settings, *, migrate: bool = True,
     from memory_core.db.pg_store import PgDatabase
 
     refuse_unpromoted_file(settings)
-    db = PgDatabase(_url(settings), settings.postgres_password, readonly=readonly)
+    db = PgDatabase(primary_url(settings), settings.postgres_password, readonly=readonly)
     try:
         if migrate:
             db.migrate()
@@ -57,11 +58,11 @@ def migrate_primary(settings: Settings) -> Migrated:
     from memory_core.db.pg_store import PgDatabase
     from memory_core.db.stores import Migrated
 
-    db = PgDatabase(_url(settings), settings.postgres_password)
+    db = PgDatabase(primary_url(settings), settings.postgres_password)
     try:
         applied = db.migrate()
         db.require_current()
-        return Migrated("state", db.path, db.version(), tuple(applied))
+        return Migrated("state", db.where, db.version(), tuple(applied))
     finally:
         db.close()
 

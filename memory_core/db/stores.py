@@ -155,10 +155,11 @@ def open_ops(settings: Settings, *, migrate: bool = True,
 
 @dataclass(frozen=True)
 class Migrated:
-    """One database after ``migrate_stores``: its path, version and what was applied now."""
+    """One database after ``migrate_stores``: where it is (a file's path, or the primary's
+    canonical URL and schema), its version and what was applied now."""
 
     kind: str
-    path: Path
+    where: str
     version: int
     applied: tuple[migrations.Migration, ...]
 
@@ -183,7 +184,7 @@ def migrate_stores(settings: Settings) -> list[Migrated]:
         try:
             applied = db.migrate()
             db.require_current()
-            done.append(Migrated(kind, db.path, db.version(), tuple(applied)))
+            done.append(Migrated(kind, str(db.path), db.version(), tuple(applied)))
         finally:
             db.close()
     return done

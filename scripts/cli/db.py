@@ -36,7 +36,7 @@ def migrate(obj: Ctx, as_json: bool) -> None:
 
         MNEMO_DATA_DIR=/var/lib/mnemo mnemo db migrate
     """
-    rows: list[dict[str, Any]] = [{"database": str(m.path), "version": m.version,
+    rows: list[dict[str, Any]] = [{"database": m.where, "version": m.version,
              "applied": [f"{a.version:04d} {a.name}" for a in m.applied]}
             for m in stores_mod.migrate_stores(obj.settings)]
     if as_json:
@@ -58,7 +58,11 @@ def version(obj: Ctx, as_json: bool) -> None:
         mnemo db version --json
     """
     rows = []
-    for kind in ("state", "ops"):
+    kinds: tuple[str, ...] = ("state", "ops")
+    if obj.settings.state_backend == "postgres":
+        rows.append(_primary_version(obj))
+        kinds = ("ops",)
+    for kind in kinds:
         path = getattr(obj.settings, f"{kind}_db_path")
         if not path.exists():
             rows.append({"database": str(path), "version": None, "latest": latest_version(kind)})
@@ -73,3 +77,16 @@ def version(obj: Ctx, as_json: bool) -> None:
     emit_table(["database", "version", "latest"],
                [[r["database"], r["version"] if r["version"] is not None else "missing",
                  r["latest"]] for r in rows])
+
+
+def _primary_version(obj: Ctx) -> dict[str, Any]:
+    """The Postgres primary's row of ``db version`` (read only, never migrated here)."""
+    from memory_core.db import primary
+    from memory_core.db.pg_store import LATEST, PgDatabase
+
+    database = PgDatabase(primary.primary_url(obj.settings), obj.settings.postgres_password,
+                          readonly=True)
+    try:
+        return {"database": database.where, "version": database.version(), "latest": LATEST}
+    finally:
+        database.close()

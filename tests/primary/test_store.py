@@ -139,3 +139,16 @@ def test_a_connection_the_server_ended_is_replaced_at_the_next_use(store) -> Non
         first.execute("SELECT 1")  # the thread learns it is gone
     assert first.closed
     assert store.db.conn.execute("SELECT 1").fetchone() == (1,)  # a new one, not a dead end
+
+
+def test_the_maintenance_indexes_are_partial_as_in_sqlite(store) -> None:
+    """A partial index of the SQLite schema is partial on the primary too (migration 1 built
+    them whole: every belief in an index the maintenance jobs scan for a few)."""
+    rows = dict(store.conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'mnemo_primary' AND "
+        "indexname IN ('ix_beliefs_open_commitments', 'ix_beliefs_pending', "
+        "'ix_beliefs_expires', 'ix_episodes_expires')").fetchall())
+    assert len(rows) == 4
+    assert "WHERE (status = 'pending_review'" in rows["ix_beliefs_pending"]
+    assert "WHERE (expires_at IS NOT NULL)" in rows["ix_episodes_expires"]
+    assert all(" WHERE " in definition for definition in rows.values())
