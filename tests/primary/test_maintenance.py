@@ -65,7 +65,9 @@ def test_job_bodies_count_the_same_on_both_engines(tmp_path: Path, primary_urls)
     for name in BODIES:
         if name in ("backup", "restore_drill"):
             continue
+        # FTS5's segment merge is SQLite's own upkeep: the primary's postings have none
         mine = {k: v for k, v in prim[name].items() if "duration" not in k}
-        theirs = {k: v for k, v in lite[name].items() if "duration" not in k}
+        theirs = {k: v for k, v in lite[name].items()
+                  if "duration" not in k and not k.startswith("fts_merge_steps_")}
         assert mine == theirs, name
     assert prim_beliefs == lite_beliefs
