@@ -98,8 +98,16 @@ def _has_pgvector(conn: psycopg.Connection[Any]) -> bool:
     return True
 
 
+def _apply(conn: psycopg.Connection[Any], version: int, statements: list[str]) -> None:
+    """Run migration ``version``'s statements and record it (in the caller's transaction)."""
+    for statement in statements:
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES "
+                 "(%s, %s, %s)", (version, dict(MIGRATIONS)[version], to_db(utcnow())))
+
+
 def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
-    applied: list[int] = []
+    """Apply the pending migrations in one transaction; their numbers."""
     vector_type = "vector" if _has_pgvector(conn) else "real[]"
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
@@ -117,42 +125,19 @@ def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
         if version < LATEST:  # no writer of any tenant in flight while the tables change
             conn.execute(write_lock_sql(None))
         if version < 1:
-            for statement in table_ddl() + pg_fts.ddl(SCHEMA):
-                conn.execute(statement)
-            now = to_db(utcnow())
+            _apply(conn, 1, table_ddl() + pg_fts.ddl(SCHEMA))
             conn.execute("INSERT INTO meta (key, value) VALUES ('kind', 'state'), "
                          "('vector_type', %s)", (vector_type,))
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
-                         "VALUES (%s, %s, %s)", (1, MIGRATIONS[0][1], now))
-            applied.append(1)
         if version < 2:
-            for statement in _COMPAT:
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
-                         "VALUES (%s, %s, %s)", (2, MIGRATIONS[1][1], to_db(utcnow())))
+            _apply(conn, 2, _COMPAT)
             conn.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO "
                          "UPDATE SET value = excluded.value",
                          (fts_index.META_KEY, fts_index.TOKENS_VERSION))
-            applied.append(2)
-        if version < 3:
-            for statement in _JSON_ARRAY:
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
-                         "VALUES (%s, %s, %s)", (3, MIGRATIONS[2][1], to_db(utcnow())))
-            applied.append(3)
-        if version < 4:
-            for statement in pg_fts.index_ddl():
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
-                         "VALUES (%s, %s, %s)", (4, MIGRATIONS[3][1], to_db(utcnow())))
-            applied.append(4)
-        if version < 5:
-            for statement in _partial_index_ddl():
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations (version, name, applied_at) "
-                         "VALUES (%s, %s, %s)", (5, MIGRATIONS[4][1], to_db(utcnow())))
-            applied.append(5)
-    return applied
+        steps = {3: _JSON_ARRAY, 4: pg_fts.index_ddl(), 5: _partial_index_ddl()}
+        for number, statements in steps.items():
+            if version < number:
+                _apply(conn, number, statements)
+    return list(range(version + 1, LATEST + 1))
 
 
 class PgDatabase:
