@@ -177,3 +177,45 @@ def test_a_helper_thread_changes_nothing_in_the_result(settings, seeded) -> None
             assert not r.keyword_only
     assert results[0] == results[1] and len(results[0]) == 20
     assert {"episode_dense", "episode_fts"} <= lists
+
+
+def test_a_logged_candidate_row_keeps_its_components_in_order() -> None:
+    """The compact row (LOG_FORMAT 2): components in COMPONENTS order, null where missing
+    or not finite, "0" for zero, four decimals, trailing nulls left off."""
+    from memory_core.recall.candidates import Candidate
+    from memory_core.recall.explain import COMPONENTS, candidate_row, expand
+
+    cand = Candidate(kind="episode", row_id=7, uid="ep_7", text="t", occurred_at=None,
+                     turn_uids=("u1",), ranks={"episode_fts": 2, "graph": 5})
+    cand.score = 1.25
+    cand.components = {"time": 0.0, "rrf": 0.123456, "recency": float("nan"),
+                       "ppr": 1.0, "speaker": None, "not_a_component": 3.0}
+    row = candidate_row(cand, "kept: rank 1", 1)
+    assert row == ('["episode:ep_7",1,1.250000,{"episode_fts":2,"graph":5},'
+                   '[0.1235,1.0000,null,null,null,null,0],"kept",["u1"]]')
+    back = expand(json.loads(row))
+    assert back["components"] == {"rrf": 0.1235, "ppr": 1.0, "time": 0}
+    # A fact's last component is written, and the nulls before it stay in place.
+    cand.components = {"rrf": 0.5, COMPONENTS[-1]: 0.25, COMPONENTS[-2]: float("inf")}
+    comps = json.loads(candidate_row(cand, "dropped: over the fact budget", None))[4]
+    assert comps == [0.5] + [None] * (len(COMPONENTS) - 2) + [0.25]
+    # Nothing finite: no components at all; a dropped row carries no turn pointers.
+    cand.components = {"rrf": float("nan")}
+    assert json.loads(candidate_row(cand, "dropped: over the item budget", None))[4:] == [
+        [], "items", []]
+
+
+def test_bm25_order_puts_the_essential_rows_first_and_ties_newest_first() -> None:
+    """``keyword._bm25_order``: rows holding an essential term before the others whatever
+    their scores, each group by bm25, equal scores newest (highest id) first."""
+    from memory_core.recall.keyword import _bm25_order
+
+    # Three tokens over 100 rows; the same length everywhere, so scores follow tf and idf.
+    found = [(10, {1: 1, 2: 1}), (10, {3: 1, 4: 2}), (12, {5: 3, 6: 3, 2: 1})]
+    sizes = {doc: 20 for doc in range(1, 7)}
+    got = _bm25_order(found, sizes, {1, 2, 3, 4}, 100, 2000, int)
+    # 2 holds two tokens; 4 has tf 2; 3 and 1 tie (newest first); then 6 and 5, which tie
+    # and score above 4, 3 and 1 but hold no essential token.
+    assert got == [2, 4, 3, 1, 6, 5]
+    assert _bm25_order(found, {}, set(), 100, 2000, int) == []
+    assert _bm25_order(found, sizes, set(), 0, 0, int) == []

@@ -100,7 +100,7 @@ class Scorer:
         }
         weights = strat.component_weights
         cand.fixed = comps
-        cand.fixed_sum = sum(weights.get(name, 0.0) * v for name, v in comps.items())
+        cand.fixed_sum = sum([weights.get(name, 0.0) * v for name, v in comps.items()])
 
     def rank(self, pool: Iterable[Candidate], ppr_scores: Mapping[Node, float], *,
              explain: bool = True) -> list[Candidate]:
@@ -108,18 +108,21 @@ class Scorer:
         best first (ties by kind and id)."""
         top_ppr = max(ppr_scores.values(), default=0.0)
         ppr_weight, rrf_weights, k = self._ppr_weight, self._rrf, self._k
+        new_only = self._new_only
+        ppr_get = ppr_scores.get if top_ppr > 0 else None
         out = list(pool)
         for cand in out:
             if cand.fixed is None:
                 self._fix(cand)
-            if cand.rrf_ranks != len(cand.ranks):
-                ranks = cand.ranks
-                if self._new_only and not DIRECT_LISTS.isdisjoint(ranks):
+            ranks = cand.ranks
+            if cand.rrf_ranks != len(ranks):
+                n_ranks = len(ranks)
+                if new_only and not DIRECT_LISTS.isdisjoint(ranks):
                     ranks = {n: r for n, r in ranks.items() if n not in FEEDBACK_LISTS}
-                cand.rrf = sum(rrf_weights.get(name, 0.0) / (k + rank)
-                               for name, rank in ranks.items())
-                cand.rrf_ranks = len(cand.ranks)
-            ppr = ppr_scores.get(cand.key, 0.0) / top_ppr if top_ppr > 0 else 0.0
+                cand.rrf = sum([rrf_weights.get(name, 0.0) / (k + rank)
+                                for name, rank in ranks.items()])
+                cand.rrf_ranks = n_ranks
+            ppr = ppr_get(cand.key, 0.0) / top_ppr if ppr_get is not None else 0.0
             cand.score = cand.rrf + ppr_weight * ppr + cand.fixed_sum
             if explain:
                 cand.components = {"rrf": cand.rrf, "ppr": ppr, **(cand.fixed or {})}

@@ -39,6 +39,7 @@ FILL_WINDOW = 2
 # Below this many rows a tenant has no tenant-local stopwords (every word is "frequent").
 MIN_TENANT_ROWS_FOR_LOCAL = 100
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
+K1_PLUS_1 = K1 + 1
 MIN_IDF = 1e-6  # FTS5 floors idf here (a term in more than half the rows)
 _LOAD_PAGE = 64  # ranked ids loaded per statement past the first ``k``
 S = TypeVar("S")  # how an engine gives a row's length (FTS5: _docsize bytes)
@@ -276,16 +277,20 @@ def _bm25_order(found: list[tuple[int, dict[int, int]]], sizes: Mapping[int, S],
         return []
     avgdl = total / rows if total > 0 else 1.0
     norms: dict[S, float] = {}  # size value -> its length term (few distinct)
+    for sz in set(sizes.values()):
+        norms[sz] = K1 * (1 - B + B * length(sz) / avgdl)
+    norm = {doc: norms[sz] for doc, sz in sizes.items()}
     score: dict[int, float] = {}
+    get = score.get
     for df, tfs in found:
         idf = _idf(rows, df)
         for doc, n in tfs.items():
-            sz = sizes[doc]
-            norm = norms.get(sz)
-            if norm is None:
-                norm = norms[sz] = K1 * (1 - B + B * length(sz) / avgdl)
-            score[doc] = score.get(doc, 0.0) + idf * (n * (K1 + 1) / (n + norm))
-    return sorted(score, key=lambda doc: (doc not in first, -score[doc], -doc))
+            score[doc] = get(doc, 0.0) + idf * (n * K1_PLUS_1 / (n + norm[doc]))
+    # Sorted as tuples (compared in C, no key function per row): the rows of ``first``
+    # first, then by score, ties newest first.
+    head = sorted([(-s, -doc) for doc, s in score.items() if doc in first])
+    tail = sorted([(-s, -doc) for doc, s in score.items() if doc not in first])
+    return [-doc for _, doc in head] + [-doc for _, doc in tail]
 
 
 def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
