@@ -368,7 +368,10 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     if strategy.direct_first:
         ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)
-    top = frozenset(u for c in kept[:facts.CORROBORATING_ITEMS] for u in c.turn_uids)
+    # The turns of the best evidence the query matched itself (not a neighbour's, nor the
+    # feedback round's): they corroborate a fact drawn from them.
+    top = frozenset(u for c in kept[:facts.CORROBORATING_ITEMS]
+                    if not DIRECT_LISTS.isdisjoint(c.ranks) for u in c.turn_uids)
     found = _facts(run, beliefs, fact_budget, top)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=len(found.facts) + 1))
     reasons.update(found.reasons)

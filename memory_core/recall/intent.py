@@ -110,18 +110,20 @@ def _table(rows: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, dict[s
 CUES = _table(_CUES)
 RELATIONS: Mapping[str, str] = MappingProxyType(
     {word: predicate for words, predicate in _RELATIONS for word in words.split()})
-_MONTH_NAMES = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split())
+_MONTH_NAMES = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec"})
 # Auxiliaries that end a "what/which ..." phrase.
-_VERB_WORDS = frozenset(
-    "is are was were am be been do does did has have had can could will would should shall "
-    "may might must 's".split())
+_VERB_WORDS = frozenset({
+    "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "has", "have", "had",
+    "can", "could", "will", "would", "should", "shall", "may", "might", "must", "'s"})
 # Words that place the asked value in time, or only say which kind of value is asked.
-_TIME_WORDS = frozenset(
-    "now currently current today yesterday tomorrow recently recent lately ago last first "
-    "week weekend month year day morning evening night monday tuesday wednesday thursday "
-    "friday saturday sunday kind type sort".split())
+_TIME_WORDS = frozenset({
+    "now", "currently", "current", "today", "yesterday", "tomorrow", "recently", "recent",
+    "lately", "ago", "last", "first", "week", "weekend", "month", "year", "day", "morning",
+    "evening", "night", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+    "sunday", "kind", "type", "sort"})
 
 
 @dataclass(frozen=True)
