@@ -33,9 +33,9 @@ drawn from is among the best ``CORROBORATING_ITEMS`` evidence items the query ma
 directly: "what did I buy from a thrift store?" is not answered by "the user bought a bike
 helmet" (LongMemEval, hash: 32 of the 41 facts shown on 48 questions were such values,
 none from an evidence turn; the rule leaves 10, 2 of them from evidence turns). A belief
-that is merely about a named person is not (LoCoMo, hash, facts counted by their source turn before the evidence:
-7.7 such facts per recall, 1% of them pointing at an evidence turn, R@10 0.512 against
-0.670 without facts).
+that is merely about a named person is not (LoCoMo, hash, facts counted by their source
+turn before the evidence: 7.7 such facts per recall, 1% of them pointing at an evidence
+turn, R@10 0.512 against 0.670 without facts).
 
 Visibility is ``candidates.belief_filter``: now, the currently valid beliefs (active or
 conflict, ``valid_from <= now < valid_to``); with ``as_of``, the ones valid at that world
