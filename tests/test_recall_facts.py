@@ -50,6 +50,21 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
         assert intent.predicates[predicate] == max(intent.predicates.values())
 
 
+@pytest.mark.parametrize(("query", "specifics"), [
+    ("What does Lena like?", {"lena"}),
+    ("What did John attend with his colleagues in March 2023?", {"john"}),
+    ("Which cities has Jon visited?", {"jon"}),
+    ("What kind of indoor activities has Andrew pursued?", {"andrew", "pursued"}),
+    ("What type of action figure did I buy from a thrift store?", {"thrift", "store"}),
+    ("How much discount will I get on my next purchase at FreshMart?",
+     {"discount", "get", "freshmart"}),
+])
+def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: set[str]) -> None:
+    # Neither the predicate's cue words, nor times, nor the kind of value asked for ("which
+    # cities") say which value is wanted.
+    assert read_intent(query).specifics == specifics
+
+
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     settings = store(tmp_path_factory.mktemp("demo") / "data")
@@ -231,3 +246,26 @@ def test_the_facts_lookups_are_index_ranges(seeded) -> None:
     for sql in statements:
         plan = " | ".join(r[3] for r in db.conn.execute("EXPLAIN QUERY PLAN " + sql))
         assert "SCAN b" not in plan and "SCAN beliefs" not in plan, (sql, plan)
+
+
+def test_a_value_of_a_many_valued_slot_needs_the_query_open_or_its_turn_found(seeded,
+                                                                             mem) -> None:
+    seeder, _ = seeded
+    lamp = seeder.turn("acme", "Found a ceramic lamp at the thrift store on Elm Street, $5!")
+    helmet = seeder.turn("acme", "I ordered a bike helmet online last week")
+    for n in range(12):
+        seeder.turn("acme", f"Rain again today, day {n} of the storm")
+    seeder.belief("acme", "user", "bought", "ceramic lamp", turn_uid=lamp)
+    seeder.belief("acme", "user", "bought", "bike helmet", turn_uid=helmet)
+    # The query says what it wants (a thrift store buy): of the user's purchases only the
+    # one whose turn is among the best evidence is a fact; the helmet would be a wrong
+    # answer placed before the evidence (LongMemEval: such facts were never the answer).
+    store_buys = mem.recall("What did I buy at the thrift store?", tenant="acme")
+    assert [f.object for f in store_buys.facts] == ["ceramic lamp"]
+    assert lamp in {u for i in store_buys.items[:facts_mod.CORROBORATING_ITEMS]
+                    for u in i.turn_uids}
+    # A query that leaves the slot open gets every value; one naming the object gets it.
+    every = mem.recall("What did I buy?", tenant="acme").facts
+    assert {f.object for f in every} == {"ceramic lamp", "bike helmet"}
+    named = mem.recall("When did I buy the bike helmet?", tenant="acme").facts
+    assert [f.object for f in named] == ["bike helmet"]

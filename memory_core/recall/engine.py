@@ -368,7 +368,11 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     if strategy.direct_first:
         ranked = direct_first(ranked, DIRECT_LISTS)
     kept, reasons = apply_budget(ranked, budget)
-    found = _facts(run, beliefs, fact_budget)
+    # The turns of the best evidence the query matched itself (not a neighbour's, nor the
+    # feedback round's): they corroborate a fact drawn from them.
+    top = frozenset(u for c in kept[:facts.CORROBORATING_ITEMS]
+                    if not DIRECT_LISTS.isdisjoint(c.ranks) for u in c.turn_uids)
+    found = _facts(run, beliefs, fact_budget, top)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=len(found.facts) + 1))
     reasons.update(found.reasons)
     run.timings["total_ms"] = (time.perf_counter() - started) * 1000
@@ -382,7 +386,8 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     return result, lambda: _explanation(run, every, reasons, chosen, budget, fact_budget)
 
 
-def _facts(run: RecallRun, beliefs: list[Candidate], budget: int) -> facts.FactsOutcome:
+def _facts(run: RecallRun, beliefs: list[Candidate], budget: int,
+           evidence_turns: frozenset[str]) -> facts.FactsOutcome:
     """The facts channel (``recall/facts.py``) over the beliefs recall found; a database
     error leaves the facts out with a reason."""
     if budget <= 0:
@@ -390,7 +395,7 @@ def _facts(run: RecallRun, beliefs: list[Candidate], budget: int) -> facts.Facts
     started = time.perf_counter()
     try:
         found = facts.select(run.conn, run.scope, read_intent(run.query.text), run.named,
-                             beliefs, run.ppr, budget)
+                             beliefs, run.ppr, budget, evidence_turns)
     except driver_errors() as e:
         run.degraded.append(f"facts unavailable ({type(e).__name__})")
         log.warning("recall_list_failed", list="facts", error=type(e).__name__)

@@ -24,10 +24,18 @@ PageRank scaled to the best node). A belief in ``conflict`` with a more trusted 
 A candidate is a fact for this query only when it answers what the query asks: the asked
 subject with an asked predicate, or an object the query names (more than half of its content
 words, ``OBJECT_NAMED``), or an asked predicate with
-a named entity, a keyword match or a close dense neighbour. A belief that is merely about a
-named person is not (LoCoMo, hash, facts counted by their source turn before the evidence:
-7.7 such facts per recall, 1% of them pointing at an evidence turn, R@10 0.512 against
-0.670 without facts).
+a named entity, a keyword match or a close dense neighbour. The asked subject and predicate
+are the answer for a functional slot (one value: lives_in, works_at); for a many-valued one
+(bought, visited, likes, plans_to) a value is the answer only when the query leaves the
+slot open ("what did I buy?", "which cities has Jon visited?": nothing said of the value
+but its kind, ``Intent.specifics``), names some of its object, or when the turn it was
+drawn from is among the best ``CORROBORATING_ITEMS`` evidence items the query matched
+directly: "what did I buy from a thrift store?" is not answered by "the user bought a bike
+helmet" (LongMemEval, hash: 32 of the 41 facts shown on 48 questions were such values,
+none from an evidence turn; the rule leaves 10, 2 of them from evidence turns). A belief
+that is merely about a named person is not (LoCoMo, hash, facts counted by their source
+turn before the evidence: 7.7 such facts per recall, 1% of them pointing at an evidence
+turn, R@10 0.512 against 0.670 without facts).
 
 Visibility is ``candidates.belief_filter``: now, the currently valid beliefs (active or
 conflict, ``valid_from <= now < valid_to``); with ``as_of``, the ones valid at that world
@@ -66,6 +74,9 @@ DENSE_ONLY_TOP = 3  # with an asked predicate, a dense neighbour this close is r
 # the facts it removed on the first 20 questions pointed at an evidence turn); LoCoMo
 # (fastembed) R@5 0.565 -> 0.589, R@10 0.692 -> 0.696.
 OBJECT_NAMED = 0.5
+# A value of a many-valued slot that the query does not name is a fact only when its source
+# turn is among the turns of this many best evidence items (``_one_of_many_corroborated``).
+CORROBORATING_ITEMS = 10
 CONFLICT_FACTOR = 0.8
 OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
 NAME_PREDICATES = frozenset({"name_is", "preferred_name_is"})
@@ -187,14 +198,30 @@ def object_match(object_text: str, terms: AbstractSet[str]) -> float:
     return len(words & terms) / len(words) if words and terms else 0.0
 
 
-def relevant(fc: FactCandidate) -> bool:
-    """Whether the candidate answers what the query asks (see the module docstring)."""
+def relevant(fc: FactCandidate, open_slot: bool = True,
+             evidence_turns: AbstractSet[str] = frozenset()) -> bool:
+    """Whether the candidate answers what the query asks (see the module docstring).
+    ``open_slot``: the query says nothing of the value it asks for beyond its subject and
+    predicate; ``evidence_turns``: the turns of the best evidence items."""
     c = fc.components
-    if (c["subject"] and c["predicate"]) or c["object"] > OBJECT_NAMED:
+    if c["subject"] and c["predicate"]:
+        return open_slot or _one_of_many_corroborated(fc, evidence_turns)
+    if c["object"] > OBJECT_NAMED:
         return True
     dense_rank = fc.cand.ranks.get("belief_dense")
     return bool(c["predicate"]) and bool(
         c["entity"] or c["keyword"] or (dense_rank is not None and dense_rank <= DENSE_ONLY_TOP))
+
+
+def _one_of_many_corroborated(fc: FactCandidate, evidence_turns: AbstractSet[str]) -> bool:
+    """A value of a many-valued slot ("the user bought ...", "Jon visited ...") answers a
+    query that says what it wants ("what did I buy from a thrift store?") only when the
+    query names some of its object, or when the turn it was drawn from is among the best
+    evidence; a functional slot (lives_in, works_at) has one value, the answer."""
+    spec = PREDICATES.get(fc.predicate)
+    if (spec is not None and spec.functional) or fc.components["object"] > 0:
+        return True
+    return not evidence_turns.isdisjoint(fc.cand.turn_uids)
 
 
 def _names(conn: Connection, tenant: str, entity_ids: Iterable[str]) -> dict[str, str]:
@@ -237,7 +264,7 @@ def _speaker_source(cand: Candidate, stored: str) -> str:
 
 def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
            pool: Iterable[Candidate], ppr_scores: Mapping[Node, float],
-           budget: int) -> FactsOutcome:
+           budget: int, evidence_turns: AbstractSet[str] = frozenset()) -> FactsOutcome:
     """Rank the belief candidates of ``pool`` plus the subject/predicate lookup, and keep the
     best ``budget`` as facts (handles 1..k). ``named``: the entities the query names (the
     hub among them when the query names the user)."""
@@ -257,7 +284,9 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
         score(fc, about, named_set, intent, ppr)
         scored.append(fc)
-    answers = {id(fc): relevant(fc) for fc in scored}
+    name_words = {stem(w) for n in _names(conn, scope.tenant, named).values() for w in words(n)}
+    open_slot = intent.specifics <= name_words
+    answers = {id(fc): relevant(fc, open_slot, evidence_turns) for fc in scored}
     scored.sort(key=lambda f: (not answers[id(f)], -f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}
     kept: list[FactCandidate] = []

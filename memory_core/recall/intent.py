@@ -110,6 +110,20 @@ def _table(rows: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, dict[s
 CUES = _table(_CUES)
 RELATIONS: Mapping[str, str] = MappingProxyType(
     {word: predicate for words, predicate in _RELATIONS for word in words.split()})
+_MONTH_NAMES = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec"})
+# Auxiliaries that end a "what/which ..." phrase.
+_VERB_WORDS = frozenset({
+    "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "has", "have", "had",
+    "can", "could", "will", "would", "should", "shall", "may", "might", "must", "'s"})
+# Words that place the asked value in time, or only say which kind of value is asked.
+_TIME_WORDS = frozenset({
+    "now", "currently", "current", "today", "yesterday", "tomorrow", "recently", "recent",
+    "lately", "ago", "last", "first", "week", "weekend", "month", "year", "day", "morning",
+    "evening", "night", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+    "sunday", "kind", "type", "sort"})
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,11 @@ class Intent:
     relations: tuple[str, ...] = ()
     terms: frozenset[str] = frozenset()
     relation_words: frozenset[str] = frozenset()  # "son" of "my son": names "user's son"
+    # The content words that neither ask for a predicate nor name a time: what the query
+    # says of the value it wants ("thrift store" of "what did I buy from a thrift store?").
+    # Empty: the query leaves the slot open ("what does Lena like?", "what did John attend
+    # in March?"). Entity names are among them; ``facts`` leaves those out.
+    specifics: frozenset[str] = frozenset()
 
 
 def words(text: str) -> list[str]:
@@ -163,8 +182,30 @@ def read_intent(text: str) -> Intent:
     if "where" in toks and not any(p in predicates for p in ("lives_in", "works_at",
                                                              "moved_to", "visited")):
         predicates["lives_in"] = WHERE_WEIGHT
+    terms = frozenset(stem(t) for t in query_terms(text))
+    kind = _value_kind(toks)
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
-                  frozenset(stem(t) for t in query_terms(text)), frozenset(relation_words))
+                  terms, frozenset(relation_words), frozenset(
+                      t for t in terms if t not in kind and not _asks_or_dates(t)))
+
+
+def _value_kind(toks: list[str]) -> frozenset[str]:
+    """The words naming the kind of value asked for: those after "what"/"which" up to the
+    verb ("which cities has Jon visited?", "what kind of indoor activities ..."): they say
+    what sort of answer is wanted, not which one."""
+    out: set[str] = set()
+    for i, word in enumerate(toks):
+        if word in ("what", "which"):
+            for nxt in toks[i + 1:]:
+                if nxt in _VERB_WORDS:
+                    break
+                out.add(stem(nxt))
+    return frozenset(out)
+
+
+def _asks_or_dates(term: str) -> bool:
+    """Whether a (stemmed) query term only asks for a predicate or names a time."""
+    return term in _CUE_STEMS or term in _TIME_WORDS or term in _MONTH_NAMES or term.isdigit()
 
 
 def _asks_what_one_does(toks: list[str]) -> bool:
@@ -179,3 +220,7 @@ def stem(word: str) -> str:
     """A crude plural-insensitive form for matching a query word to an object word."""
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
         else word
+
+
+# Cue and relation words as ``Intent.terms`` holds them ("kids" -> "kid").
+_CUE_STEMS = frozenset(stem(w) for w in (*CUES, *RELATIONS))
