@@ -232,6 +232,21 @@ FAMILIES = {
 }
 
 
+def test_an_assistants_remember_is_advice_not_a_request() -> None:
+    advice = "Remember, the key to successful pickling is a steady ratio of cucumbers to brine."
+    assert not [c for c in extract_heuristic(_turn(advice, speaker="assistant"))
+                if c.predicate == "remembers"]
+    assert not [c for c in extract_heuristic(_turn(advice, speaker=" Assistant "))
+                if c.predicate == "remembers"]
+    # The user's own request is still one, and so is a named speaker's (LoCoMo's speakers are
+    # two people talking).
+    assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(advice))})
+    assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(advice, speaker="Jon"))})
+    # The rest of an assistant's sentence is read as any other: no confidence of a request.
+    said = extract_heuristic(_turn("Remember that I moved to Denver.", speaker="assistant"))
+    assert all(c.source != "user_explicit" for c in said)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [pytest.param(t, e, id=f"{family}-{i}") for family, rows in FAMILIES.items()

@@ -59,6 +59,11 @@ Source = Literal["heuristic", "user_explicit"]
 
 EXPLICIT_CONFIDENCE = 0.95
 REMEMBER_CONFIDENCE = 0.9
+# Speakers whose "Remember, ..." is advice to the user, not a request to remember: an
+# assistant's answers are full of it (LongMemEval: 1,943 of 1,978 "remembers" beliefs came
+# from assistant turns, e.g. "the key to successful pickling is ...", and one stood as a fact
+# above the evidence of a question it did not answer).
+ASSISTANT_SPEAKERS = frozenset({"assistant"})
 
 
 @dataclass(frozen=True)
@@ -272,9 +277,11 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()
+    requests = not isinstance(turn.speaker, str) or \
+        turn.speaker.strip().lower() not in ASSISTANT_SPEAKERS
     sentences = split_sentences(turn.text)
     for sentence in sentences:
-        for cand in _extract_sentence(sentence, anchor, referent):
+        for cand in _extract_sentence(sentence, anchor, referent, requests):
             key = (normalize_label(cand.subject), cand.predicate,
                    normalize_label(cand.object), cand.negated)  # fmt: skip
             if key not in best or cand.confidence > best[key].confidence:
@@ -303,11 +310,13 @@ def _bare_title(sentences: list[str],
     return None
 
 
-def _extract_sentence(sentence: str, anchor: datetime,
-                      referent: _Referent | None = None) -> list[CandidateBelief]:
+def _extract_sentence(sentence: str, anchor: datetime, referent: _Referent | None = None,
+                      requests: bool = True) -> list[CandidateBelief]:
+    """``requests``: the speaker may ask to have something remembered (not the assistant,
+    whose "Remember, ..." is advice: the rest of the sentence is read as any other)."""
     text = sentence
     explicit_match = _EXPLICIT.re.match(text)
-    explicit = explicit_match is not None
+    explicit = explicit_match is not None and requests
     if explicit_match:
         text = explicit_match.group("rest")
     text = _PROMISE_WOULD.re.sub(r"\1 will", text)
