@@ -135,6 +135,10 @@ def test_a_deleted_name_keeps_what_only_looks_like_it(tmp_path: Path) -> None:
     s = make_store(tmp_path / "d")
     uid = forget_name.tell(s)
     mutate_belief(s.conn, s.index, "t1", BeliefInput("I", "likes", "Maya Angelou", day(9)))
+    mutate_belief(s.conn, s.index, "t1", BeliefInput("Maya\u2019s old dog", "is_a", "beagle",
+                                                     day(9)))
+    mutate_belief(s.conn, s.index, "t1", BeliefInput("User's sister", "lives_in", "Lisbon",
+                                                     day(9)))
     older = mutate_belief(s.conn, s.index, "t1", BeliefInput("I", "name_is", "Maya", day(-1)))
     delete_memory(s.conn, s.index, "t1", "belief", uid)
     # an older statement of the same name still gives it: nothing of it is forgotten
@@ -144,5 +148,11 @@ def test_a_deleted_name_keeps_what_only_looks_like_it(tmp_path: Path) -> None:
     delete_memory(s.conn, s.index, "t1", "belief", str(older.belief_uid))
     assert "Anna friend of user" in forget_name.texts(s)
     assert "user likes Maya Angelou" in forget_name.texts(s)  # another Maya: kept
-    assert scan_for(s.conn, b"maya's") == []
+    assert scan_for(s.conn, b"maya's") == [] and scan_for(s.conn, "maya\u2019s".encode()) == []
+    # "Maya's sister" is the sister the user already had by another label: they merge
+    assert forget_name.rows_of(s.conn, "SELECT name FROM entities WHERE name LIKE '%''s%' "
+                               "ORDER BY name") == [("User's sister",), ("user's old dog",)]
+    assert {"User's sister has sibling user", "User's sister lives in Lisbon",
+            "user's old dog is a beagle"} <= forget_name.texts(s)
+    assert counts.count_drift(s.conn, "t1") == {}
     s.db.close()

@@ -85,12 +85,14 @@ def forget_hub_names(tx: WriteTx, names: Iterable[str]) -> set[str]:
 
 
 def _possessive_of(label: str, gone: set[str]) -> str | None:
-    """The rest of ``label`` after a forgotten name's possessive ("maya's sister" ->
-    " sister"), or None when it does not start with one."""
-    norm = normalize_label(label).replace("\u2019", "'")
-    for name in gone:
-        if norm.startswith(f"{name}'s "):
-            return " ".join(label.split())[len(name) + 2:]
+    """The rest of ``label`` after a forgotten name's possessive ("Maya's big sister" ->
+    " big sister"), or None when it does not start with one (word by word: a name's
+    normal form may differ in length from its text)."""
+    words = label.split()
+    for k in range(1, len(words)):
+        head = normalize_label(" ".join(words[:k])).replace("\u2019", "'")
+        if head.endswith("'s") and head[:-2] in gone:
+            return " " + " ".join(words[k:])
     return None
 
 
