@@ -147,11 +147,12 @@ def _rerender_objects(tx: WriteTx, gone: set[str]) -> None:
 
 def _drop_merge_rows(tx: WriteTx, gone: set[str]) -> None:
     """The merge ledger (live and archived) keeps each merged entity's name: the rows of an
-    entity named by a forgotten name go (a person shell merged into the hub, or one named
-    for the user by it)."""
+    entity named by a forgotten name go (a person shell of that name merged into the hub,
+    or one named for the user by it, merged anywhere)."""
     for table in ("entity_merges", "entity_merges_archive"):
-        ids = [i for i, from_name in tx.conn.execute(
-            f"SELECT id, from_name FROM {table} WHERE tenant = ?", (tx.tenant,))
-            if normalize_label(from_name) in gone or _possessive_of(from_name, gone)]
+        ids = [i for i, into, from_name in tx.conn.execute(
+            f"SELECT id, into_entity_id, from_name FROM {table} WHERE tenant = ?", (tx.tenant,))
+            if (into == HUB and normalize_label(from_name) in gone)
+            or _possessive_of(from_name, gone)]
         for row_id in ids:
             tx.conn.execute(f"DELETE FROM {table} WHERE id = ?", (row_id,))
