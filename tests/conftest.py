@@ -60,6 +60,7 @@ def logging_as_before() -> Iterator[None]:
     configured = mnemo_log._configured
     root = logging.getLogger()
     had_handler, level = mnemo_log._handler in root.handlers, root.level
+    structlog.reset_defaults()  # and starts from structlog's defaults, whatever ran before
     yield
     structlog.reset_defaults()
     structlog.configure(**saved)
