@@ -6,13 +6,16 @@ green CI always means the service tests ran.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
+from memory_core import log as mnemo_log
 from memory_core.db import open_ops, open_state
 from memory_core.db.stores import Database
 from memory_core.settings import Settings
@@ -44,6 +47,27 @@ def shared_model_path() -> Path:
     if not (path / "model.onnx").exists():
         service_unavailable(f"the shared embedding model at {path}")
     return path
+
+
+@pytest.fixture(autouse=True)
+def logging_as_before() -> Iterator[None]:
+    """Each test leaves the process's logging as it found it. A test that runs the CLI in
+    this process configures logging there (``configure_logging``: once per process) at its
+    own level, e.g. ``MNEMO_LOG_LEVEL=error``; left in place, its filtering logger would
+    drop the warnings of every later test, and ``capture_logs`` (which replaces only the
+    processors) would see none of them."""
+    saved = structlog.get_config()
+    configured = mnemo_log._configured
+    root = logging.getLogger()
+    had_handler, level = mnemo_log._handler in root.handlers, root.level
+    structlog.reset_defaults()  # and starts from structlog's defaults, whatever ran before
+    yield
+    structlog.reset_defaults()
+    structlog.configure(**saved)
+    mnemo_log._configured = configured
+    if not had_handler and mnemo_log._handler in root.handlers:
+        root.removeHandler(mnemo_log._handler)
+    root.setLevel(level)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from memory_core.model.beliefs import BeliefInput, mutate_belief
 from memory_core.model.deletion import delete_memory, digest
 from memory_core.model.turns import TurnInput
 from memory_core.write.pipeline import process_turns
+from tests.helpers import forget_name
 from tests.helpers.memory import day, make_store, row_counts, scan_for
 
 SECRET = "Zorblaxian quinceberry marmalade"
@@ -104,3 +105,54 @@ def test_unknown_refs_and_kinds(store) -> None:
     with pytest.raises(NotFoundError):  # another tenant's row is not found
         store.conn.execute("INSERT INTO tenants VALUES ('t2', '2024-01-01T00:00:00.000000Z')")
         delete_memory(store.conn, store.index, "t2", "turn", "u1")
+
+
+def test_a_deleted_name_of_the_user_leaves_no_byte_of_it(tmp_path: Path) -> None:
+    s = make_store(tmp_path / "d")
+    uid = forget_name.tell(s)
+    assert scan_for(s.conn, b"maya") and forget_name.keyword_hits(s, "maya")["beliefs"]
+    assert s.conn.execute("SELECT count(*) FROM entity_merges").fetchone()[0] == 1
+    delete_memory(s.conn, s.index, "t1", "belief", uid)
+    # no table holds the name: belief texts and objects, aliases, entity names, the merge
+    # ledger, the FTS5 segments and vocabulary; no keyword search finds it
+    assert scan_for(s.conn, b"maya") == []
+    assert forget_name.keyword_hits(s, "maya") == {"beliefs": [], "episodes": [], "turns": []}
+    assert forget_name.texts(s) == {
+        "Tom friend of user", "user lives in Porto", "user's sister has sibling user",
+        "Anna friend of user", "Ben no longer colleague of user", "user related to Ben",
+        "Carl friend of me"}
+    assert forget_name.stale_vectors(s) == []  # each re-rendered text was re-embedded
+    # what is not the name stays: the user is still the object, the hub still the user
+    assert forget_name.rows_of(s.conn, "SELECT count(*) FROM beliefs WHERE object_entity_id "
+                               "= 'user'") == [(4,)]
+    assert forget_name.rows_of(s.conn, "SELECT name FROM entities WHERE entity_id = 'user'") \
+        == [("user",)]
+    assert counts.count_drift(s.conn, "t1") == {}
+    s.db.close()
+
+
+def test_a_deleted_name_keeps_what_only_looks_like_it(tmp_path: Path) -> None:
+    s = make_store(tmp_path / "d")
+    uid = forget_name.tell(s)
+    mutate_belief(s.conn, s.index, "t1", BeliefInput("I", "likes", "Maya Angelou", day(9)))
+    mutate_belief(s.conn, s.index, "t1", BeliefInput("Maya\u2019s old dog", "is_a", "beagle",
+                                                     day(9)))
+    mutate_belief(s.conn, s.index, "t1", BeliefInput("User's sister", "lives_in", "Lisbon",
+                                                     day(9)))
+    older = mutate_belief(s.conn, s.index, "t1", BeliefInput("I", "name_is", "Maya", day(-1)))
+    delete_memory(s.conn, s.index, "t1", "belief", uid)
+    # an older statement of the same name still gives it: nothing of it is forgotten
+    assert forget_name.rows_of(s.conn, "SELECT name FROM entities WHERE entity_id = 'user'") \
+        == [("Maya",)]
+    assert "Anna friend of Maya" in forget_name.texts(s)
+    delete_memory(s.conn, s.index, "t1", "belief", str(older.belief_uid))
+    assert "Anna friend of user" in forget_name.texts(s)
+    assert "user likes Maya Angelou" in forget_name.texts(s)  # another Maya: kept
+    assert scan_for(s.conn, b"maya's") == [] and scan_for(s.conn, "maya\u2019s".encode()) == []
+    # "Maya's sister" is the sister the user already had by another label: they merge
+    assert forget_name.rows_of(s.conn, "SELECT name FROM entities WHERE name LIKE '%''s%' "
+                               "ORDER BY name") == [("User's sister",), ("user's old dog",)]
+    assert {"User's sister has sibling user", "User's sister lives in Lisbon",
+            "user's old dog is a beagle"} <= forget_name.texts(s)
+    assert counts.count_drift(s.conn, "t1") == {}
+    s.db.close()

@@ -21,17 +21,6 @@ from workers.middleware import RedactMessages, worker_middleware
 SECRET = "my sister Ana lives in Lisbon"
 
 
-@pytest.fixture(autouse=True)
-def structlog_defaults() -> Iterator[None]:
-    """structlog's defaults for these tests: an earlier test in this process may have run
-    ``configure_logging`` at WARNING, whose filtering logger would drop the info lines
-    ``capture_logs`` is to see (it replaces the processors only)."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    yield
-    structlog.configure(**saved)
-
-
 @pytest.fixture
 def broker() -> Iterator[StubBroker]:
     broker = StubBroker(middleware=worker_middleware())

@@ -5,7 +5,7 @@ Per text table ``T`` (turns, episodes, beliefs) the index is two plain tables:
 stem, so a term's postings are one tenant's rows — and ``T_fts_len (doc, tenant, len)``,
 the row lengths; ``fts_stats`` holds each tenant's rows and tokens, as on SQLite. The view
 ``T_fts_v (term, doc)`` gives a term's document count (what ``recall.keyword.TermStats``
-reads on either engine).
+reads on SQLite; here it reads ``doc_counts``, which stops counting at a cap).
 
 The tokens are made in Python (``db.fts.tokens``: Snowball English stems), so both engines
 index exactly the same terms. A trigger on ``T`` (PL/pgSQL, no Python in the server) drops
@@ -160,7 +160,9 @@ def rebuild(conn: Any, base: str) -> None:
 # the row's length; 1: the newest ``window`` rows holding an other token and no essential
 # one, with their length (each token's postings walked backwards, at most ``window`` of
 # them); 2: an other token's postings in those ranked rows, tf (a probe per ranked row and
-# token); 3: an other token's document frequency (its postings counted); 4: the tenant's
+# token); 3: an other token's document frequency (its postings counted, up to half the
+# tenant's rows: a term in half of them or more has bm25's floored idf whatever its count,
+# and a word in most of a large tenant's rows has hundreds of thousands); 4: the tenant's
 # rows and tokens (``fts_stats``). Everything comes from the postings' primary key, which
 # holds tf and the row's length (``index_ddl``): no table row is read.
 _POSTINGS = """
@@ -179,11 +181,28 @@ UNION ALL SELECT 2, q.n, r.doc, x.tf, 0
   FROM unnest(%(oth)s::text[]) WITH ORDINALITY AS q(tok, n) CROSS JOIN r
   CROSS JOIN LATERAL (SELECT f.tf FROM {t}_fts_p f WHERE f.token = q.tok AND f.doc = r.doc
                       LIMIT 1) AS x
-UNION ALL SELECT 3, q.n, 0, (SELECT count(*) FROM {t}_fts_p f WHERE f.token = q.tok), 0
+UNION ALL SELECT 3, q.n, 0, (SELECT count(*) FROM (SELECT 1 FROM {t}_fts_p f
+    WHERE f.token = q.tok LIMIT (SELECT (s.rows + 1) / 2 FROM fts_stats s
+                                 WHERE s.tbl = %(tbl)s AND s.tenant = %(tenant)s)) AS c), 0
   FROM unnest(%(oth)s::text[]) WITH ORDINALITY AS q(tok, n)
 UNION ALL SELECT 4, 0, 0, s.rows, s.tokens FROM fts_stats s
   WHERE s.tbl = %(tbl)s AND s.tenant = %(tenant)s
 """
+
+# Each token's document count, or ``cap`` when it has that many or more: the walk along the
+# postings' primary key stops after ``cap`` entries (LIMIT NULL: no cap, all counted).
+_DOC_COUNTS = ("SELECT q.tok, (SELECT count(*) FROM (SELECT 1 FROM {t}_fts_p f WHERE "
+               "f.token = q.tok LIMIT %(cap)s) AS s) FROM unnest(%(toks)s::text[]) AS q(tok)")
+
+
+def doc_counts(conn: Any, table: str, tokens: list[str], cap: int = 0) -> dict[str, int]:
+    """Rows of ``table`` holding each of ``tokens`` (tenant tokens), counted up to ``cap``
+    (0: exactly): a token as common as ``cap`` costs ``cap`` index entries, not all of its
+    postings (a term in most of a large tenant's rows has hundreds of thousands)."""
+    rows = conn.raw.execute(_DOC_COUNTS.format(t=table),
+                            {"toks": tokens, "cap": cap if cap > 0 else None}).fetchall()
+    return {str(tok): int(n) for tok, n in rows}
+
 
 # Per token (the essential ones, then the others): its document frequency and {row: tf}.
 Found = list[tuple[int, dict[int, int]]]

@@ -33,13 +33,12 @@ from memory_core.db.dialect import is_postgres
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import DeletionNotConfirmedError, InvalidInputError, NotFoundError
 from memory_core.model.ego_anchor import sync_anchor
-from memory_core.model.entities import HUB, rerender
-from memory_core.model.hygiene import normalize_label
+from memory_core.model.entities import HUB
+from memory_core.model.self_hub import NAME_PREDICATE, forget_hub_names
 from memory_core.model.slots import Row, delete, load_rows, resolve
 from memory_core.model.tenants import require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx
 from memory_core.vectors import VectorIndex
-from memory_core.vocabulary import ACTIVE
 
 KINDS = ("turn", "episode", "belief")
 _REASON_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -100,11 +99,11 @@ def _plan(conn: Connection, tenant: str, kind: str, ref: int | str, plan: _Plan)
     return plan
 
 
-def _texts(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+def _texts(conn: Connection, ids: list[int]) -> dict[int, tuple[str, str, str]]:
     marks = ",".join("?" * len(ids))
-    rows = conn.execute(f"SELECT id, predicate, text FROM beliefs WHERE id IN ({marks})",
-                        ids).fetchall()
-    return {r[0]: (r[1], r[2]) for r in rows}
+    rows = conn.execute(f"SELECT id, predicate, text, object_text FROM beliefs WHERE id IN "
+                        f"({marks})", ids).fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
 def _tomb(tx: WriteTx, kind: str, uid: str, text: str, reason: str) -> None:
@@ -119,36 +118,22 @@ def _delete_beliefs(tx: WriteTx, rows: list[Row], reason: str) -> set[str]:
     details = _texts(tx.conn, [r.id for r in rows])
     touched: set[str] = set()
     slots: set[tuple[str, str, str]] = set()
+    names: list[str] = []  # the user's names deleted
     for row in rows:
-        predicate, text = details[row.id]
+        predicate, text, object_text = details[row.id]
         delete(tx, row)
         _tomb(tx, "belief", row.uid, text, reason)
         slots.add((row.subject_id, predicate, row.object_norm))
         touched.update(e for e in (row.subject_id, row.object_entity_id) if e)
-        if row.subject_id == HUB and predicate == "name_is":
-            _forget_hub_name(tx, row)
+        if row.subject_id == HUB and predicate == NAME_PREDICATE:
+            names.append(object_text)
     for subject, predicate, object_norm in sorted(slots):
         resolve(tx, subject, predicate, object_norm)
+    if names:  # after the slots: an older name this one had closed may be current again
+        forget_hub_names(tx, names)
     for entity_id in sorted(touched):
         sync_anchor(tx, entity_id)
     return touched
-
-
-def _forget_hub_name(tx: WriteTx, row: Row) -> None:
-    """A deleted name of the user leaves neither an alias nor the display name behind."""
-    conn, tenant = tx.conn, tx.tenant
-    name = conn.execute("SELECT name FROM entities WHERE tenant = ? AND entity_id = ?",
-                        (tenant, HUB)).fetchone()[0]
-    conn.execute("DELETE FROM entity_aliases WHERE tenant = ? AND entity_id = ? AND "
-                 "alias_norm = ?", (tenant, HUB, row.object_norm))
-    tx.change("entity", HUB)  # its aliases changed: the mirrors must hear of it
-    if normalize_label(name) == row.object_norm:
-        active = conn.execute(
-            "SELECT object_text FROM beliefs WHERE tenant = ? AND subject_id = ? AND "
-            "predicate = 'name_is' AND status = ?", (tenant, HUB, ACTIVE)).fetchone()
-        conn.execute("UPDATE entities SET name = ? WHERE tenant = ? AND entity_id = ?",
-                     (active[0] if active else HUB, tenant, HUB))
-        rerender(tx, HUB)
 
 
 def _drop_orphans(tx: WriteTx, entity_ids: set[str]) -> int:

@@ -157,7 +157,8 @@ _DATE_LIKE = re.compile(
     | \d{1,2}[/.]\d{1,2}[/.]\d{2,4}
     | (?:19|20)\d{2}
     | (?:\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?)?
-      (?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?
+      (?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?
+      |sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?
       (?:\s+\d{1,2}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d{2})?
     )$"""
 )

@@ -86,31 +86,47 @@ class TermStats:
     def __init__(self, ttl: float = 300.0, max_entries: int = 50_000) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
-        self._cache: dict[tuple[str, str], tuple[float, int]] = {}  # time, count
+        # (table, token) -> (time, count, the cap it was counted up to; 0: exact)
+        self._cache: dict[tuple[str, str], tuple[float, int, int]] = {}
         self._lock = threading.Lock()
 
-    def dfs(self, conn: Connection, table: str, tenant: str,
-            words: Sequence[str]) -> dict[str, int]:
-        """Rows of ``tenant`` in ``table`` matching each of ``words`` (exact)."""
+    def _cached(self, key: tuple[str, str], now: float, cap: int) -> int | None:
+        hit = self._cache.get(key)
+        if hit is None or now - hit[0] >= self.ttl:
+            return None
+        _, count, bound = hit
+        # exact, or counted to a cap it did not reach, or reached one at least this high
+        return count if bound == 0 or count < bound or 0 < cap <= count else None
+
+    def dfs(self, conn: Connection, table: str, tenant: str, words: Sequence[str],
+            cap: int = 0) -> dict[str, int]:
+        """Rows of ``tenant`` in ``table`` matching each of ``words``: exact below ``cap``;
+        a word in ``cap`` rows or more may count as ``cap`` (``cap`` 0: always exact). On
+        the Postgres primary a common word's postings are then counted only up to ``cap``
+        (``pg_fts.doc_counts``); FTS5 counts a doclist in C either way."""
         by_word = word_tokens(tenant, words)
         now = time.monotonic()
         counts: dict[str, int] = {}
         with self._lock:
             for token in by_word.values():
-                hit = self._cache.get((table, token))
-                if hit is not None and now - hit[0] < self.ttl:
-                    counts[token] = hit[1]
+                hit = self._cached((table, token), now, cap)
+                if hit is not None:
+                    counts[token] = hit
         missing = [t for t in dict.fromkeys(by_word.values()) if t not in counts]
         if missing:
-            marks = ",".join("?" * len(missing))
-            found = dict(conn.execute(f"SELECT term, doc FROM {table}_fts_v WHERE term IN "
-                                      f"({marks})", missing).fetchall())
+            bound = cap if is_postgres(conn) else 0
+            if is_postgres(conn):
+                found = pg_fts.doc_counts(conn, table, missing, bound)
+            else:
+                marks = ",".join("?" * len(missing))
+                found = dict(conn.execute(f"SELECT term, doc FROM {table}_fts_v WHERE term "
+                                          f"IN ({marks})", missing).fetchall())
             with self._lock:
                 if len(self._cache) + len(missing) > self.max_entries:
                     self._cache.clear()
                 for token in missing:
                     counts[token] = int(found.get(token, 0))
-                    self._cache[(table, token)] = (now, counts[token])
+                    self._cache[(table, token)] = (now, counts[token], bound)
         return {w: counts[t] for w, t in by_word.items()}
 
     def df(self, conn: Connection, table: str, tenant: str, word: str) -> int:
@@ -123,12 +139,12 @@ class TermStats:
         key = (table, f"rows {tenant}")  # a token has no space: no clash with one
         now = time.monotonic()
         with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]
+            hit = self._cached(key, now, 0)
+        if hit is not None:
+            return hit
         rows = fts_index.tenant_stats(conn, table, tenant)[0]
         with self._lock:
-            self._cache[key] = (now, rows)
+            self._cache[key] = (now, rows, 0)
         return rows
 
 
@@ -163,10 +179,11 @@ def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tup
     """
     if stats is None or common_df <= 0 or not terms:
         return TermPlan(terms)
-    dfs = stats.dfs(conn, table, tenant, terms)
     rows = stats.tenant_rows(conn, table, tenant) if local_fraction > 0 else 0
     local_cap = (max(1, int(rows * local_fraction)) if rows >= MIN_TENANT_ROWS_FOR_LOCAL
                  else None)
+    # A term this common is left out whatever its exact count: it is counted no further.
+    dfs = stats.dfs(conn, table, tenant, terms, min(common_df, local_cap or common_df))
     kept = sorted((t for t in terms if t in dfs and dfs[t] < common_df
                    and (local_cap is None or dfs[t] < local_cap)), key=lambda t: dfs[t])
     if not kept:

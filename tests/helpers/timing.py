@@ -13,7 +13,11 @@ field, ns). A call that blocks while the other threads idle is timed in full.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 _TASKS = Path("/proc/self/task")
 
@@ -50,3 +54,30 @@ class Stopwatch:
         after = _queued_s()
         self.queued = sum(w - self._queued.get(tid, 0.0) for tid, w in after.items())
         self.seconds = wall - self.queued
+
+
+def wait_progressing(condition: Callable[[], Any], progress: Callable[[], Any], *,
+                     stall_s: float, timeout_s: float, interval: float = 0.05) -> Any:
+    """Poll ``condition`` until truthy and return it; fail the test when ``progress()`` (any
+    comparable snapshot: counts, states) has not changed for ``stall_s`` seconds, or after
+    ``timeout_s`` in all.
+
+    For work whose pace is the machine's (processes starting and draining a queue at load
+    20 on 2 cores take several times their idle time): a fixed deadline fails a slow run
+    that is getting there; a stall is what a hang looks like.
+    """
+    started = last_change = time.monotonic()
+    seen = progress()
+    while True:
+        value = condition()
+        if value:
+            return value
+        now = time.monotonic()
+        current = progress()
+        if current != seen:
+            seen, last_change = current, now
+        if now - last_change > stall_s:
+            pytest.fail(f"no progress for {stall_s:.0f} s (stuck at {seen!r})")
+        if now - started > timeout_s:
+            pytest.fail(f"condition not met within {timeout_s:.0f} s (at {seen!r})")
+        time.sleep(interval)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from memory_core.db.fts import tenant_prefix
 from memory_core.db.pg_state import SCHEMA
 from memory_core.db.pg_store import PgDatabase
 from memory_core.model.deletion import delete_memories, delete_memory
 from memory_core.model.turns import TurnInput
 from memory_core.write.pipeline import process_turns
+from tests.helpers import forget_name
 from tests.helpers.memory import day
 from tests.helpers.primary import make_pg_store, rows
 
@@ -70,7 +72,6 @@ def test_deleting_every_turn_of_a_tenant_leaves_no_row_of_it(store) -> None:
         [("user",)]
     assert rows(store.db, "SELECT rows, tokens FROM fts_stats WHERE tenant = 't1'") == \
         [(0, 0)] * 3
-    from memory_core.db.fts import tenant_prefix
     for base in ("turns", "episodes", "beliefs"):  # postings hold tenant-prefixed tokens
         assert rows(store.db, f"SELECT count(*) FROM {base}_fts_p WHERE starts_with(token, ?)",
                     (tenant_prefix("t1"),)) == [(0,)]
@@ -99,3 +100,31 @@ def test_one_belief_goes_and_its_index_rows_with_it(store) -> None:
                 "SELECT count(*) FROM beliefs_fts_len WHERE doc = ?",
                 "SELECT count(*) FROM beliefs_vec_g1 WHERE rowid = ?"):
         assert rows(store.db, sql, (bid,)) == [(0,)], sql
+
+
+def test_a_deleted_name_of_the_user_leaves_nothing_of_it(primary_urls) -> None:
+    db = PgDatabase(primary_urls[0], None)
+    db.migrate()
+    s = make_pg_store(db.url, ("t1", "t2"), db=db)
+    try:
+        uid = forget_name.tell(s)
+        forget_name.tell(s, "t2")  # another tenant's Maya: untouched
+        before_t2 = _tenant_rows(s, "t2")
+        assert "beliefs.text" in _text_hits(s, "maya")
+        delete_memory(s.conn, s.index, "t1", "belief", uid)
+        # every text column of the schema (postings included) holds the name only for t2
+        for hit in _text_hits(s, "maya"):
+            table, column = hit.split(".")
+            not_t2 = (f"NOT starts_with(token, '{tenant_prefix('t2')}')"
+                      if table.endswith("_fts_p") else "tenant <> 't2'")
+            assert rows(s.db, f"SELECT count(*) FROM {table} WHERE lower({column}) LIKE ? "
+                        f"AND {not_t2}", ("%maya%",)) == [(0,)], hit
+        assert forget_name.keyword_hits(s, "maya") == {"beliefs": [], "episodes": [],
+                                                       "turns": []}
+        assert forget_name.keyword_hits(s, "maya", "t2")["beliefs"]
+        assert "Anna friend of user" in forget_name.texts(s)
+        assert "user's sister has sibling user" in forget_name.texts(s)
+        assert forget_name.stale_vectors(s) == []
+        assert _tenant_rows(s, "t2") == before_t2
+    finally:
+        db.close()

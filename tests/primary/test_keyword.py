@@ -124,3 +124,21 @@ def test_a_common_term_is_left_out_the_same_way(stores) -> None:
     assert lite == prim
     assert "porto" not in (*lite.essential, *lite.other)  # too common: left out
     assert lite.essential and lite.other
+
+
+def test_a_common_term_is_counted_only_up_to_the_cap(stores) -> None:
+    """On the primary the planner counts a term's postings only as far as it needs: a term
+    in ``cap`` rows or more comes back as ``cap``; a rarer one, and every count on SQLite
+    (FTS5 counts in C), is exact; a cached capped count never answers a higher cap."""
+    lite, prim = stores
+    words = ("porto", "kayak", "w7")
+    exact = keyword.TermStats().dfs(lite.conn, "episodes", "t1", words)
+    assert exact == keyword.TermStats().dfs(prim.conn, "episodes", "t1", words)
+    assert exact["porto"] > 200 > exact["kayak"] > 0
+    stats = keyword.TermStats()
+    capped = stats.dfs(prim.conn, "episodes", "t1", words, cap=100)
+    assert capped == {w: min(n, 100) for w, n in exact.items()}
+    assert keyword.TermStats().dfs(lite.conn, "episodes", "t1", words, cap=100) == exact
+    assert stats.dfs(prim.conn, "episodes", "t1", words, cap=50)["porto"] == 100  # cached
+    assert stats.dfs(prim.conn, "episodes", "t1", words) == exact  # counted again, in full
+    assert stats.dfs(prim.conn, "episodes", "t2", ("porto",), cap=10) == {"porto": 10}
