@@ -60,7 +60,10 @@ def logging_as_before() -> Iterator[None]:
     configured = mnemo_log._configured
     root = logging.getLogger()
     had_handler, level = mnemo_log._handler in root.handlers, root.level
-    structlog.reset_defaults()  # and starts from structlog's defaults, whatever ran before
+    # ... and starts from structlog's defaults, whatever ran before: not configured, so a CLI
+    # run in this process configures logging itself (to stderr, never into --json output).
+    structlog.reset_defaults()
+    mnemo_log._configured = False
     yield
     structlog.reset_defaults()
     structlog.configure(**saved)
