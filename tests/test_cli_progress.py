@@ -142,7 +142,7 @@ def test_json_and_quiet_silence_progress(tmp_path: Path, fast: None) -> None:
     loud = _invoke(env, "backup", "now")
     phases = {line.split(" ")[1] for line in _shown(loud.stderr)}
     assert {"memory_state.db", "memory_ops.db", "checksums"} <= phases, loud.stderr
-    assert "B/s" in loud.stderr and "/s" not in loud.stdout
+    assert "B/s" in loud.stderr and "B/s" not in loud.stdout  # a rate, not a path
 
 
 def test_nothing_shows_for_a_command_under_two_seconds(tmp_path: Path) -> None:
