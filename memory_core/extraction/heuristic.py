@@ -277,8 +277,7 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()
-    requests = not isinstance(turn.speaker, str) or \
-        turn.speaker.strip().lower() not in ASSISTANT_SPEAKERS
+    requests = turn.speaker.strip().lower() not in ASSISTANT_SPEAKERS
     sentences = split_sentences(turn.text)
     for sentence in sentences:
         for cand in _extract_sentence(sentence, anchor, referent, requests):

@@ -102,11 +102,13 @@ def _rename_possessives(tx: WriteTx, gone: set[str]) -> None:
     already names another entity, the two are the same and merge."""
     conn, tenant = tx.conn, tx.tenant
     hub_name = entity_name(conn, tenant, HUB)
-    named = [(e, n) for e, n in conn.execute(
+    rests = [(e, _possessive_of(n, gone)) for e, n in conn.execute(
         "SELECT entity_id, name FROM entities WHERE tenant = ? AND entity_id != ?",
-        (tenant, HUB)) if _possessive_of(n, gone) is not None]
-    for entity_id, name in named:
-        new_name = f"{hub_name}'s{_possessive_of(name, gone)}"
+        (tenant, HUB)).fetchall()]
+    for entity_id, rest in rests:
+        if rest is None:
+            continue
+        new_name = f"{hub_name}'s{rest}"
         for norm, label in conn.execute(
                 "SELECT alias_norm, label FROM entity_aliases WHERE tenant = ? AND "
                 "entity_id = ?", (tenant, entity_id)).fetchall():

@@ -284,8 +284,10 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
         score(fc, about, named_set, intent, ppr)
         scored.append(fc)
-    name_words = {stem(w) for n in _names(conn, scope.tenant, named).values() for w in words(n)}
-    open_slot = intent.specifics <= name_words
+    # The query leaves the slot open when it says nothing of the value but names (read only
+    # when it says something else).
+    open_slot = not intent.specifics or intent.specifics <= {
+        stem(w) for n in _names(conn, scope.tenant, named).values() for w in words(n)}
     answers = {id(fc): relevant(fc, open_slot, evidence_turns) for fc in scored}
     scored.sort(key=lambda f: (not answers[id(f)], -f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from memory_core.recall.query import query_terms
+from memory_core.recall.query import MONTHS, query_terms
 
 _WORD_RE = re.compile(r"'s\b|\w+")
 _POSSESSIVE_S_RE = re.compile(r"(\w)'s\b")
@@ -110,10 +110,8 @@ def _table(rows: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, dict[s
 CUES = _table(_CUES)
 RELATIONS: Mapping[str, str] = MappingProxyType(
     {word: predicate for words, predicate in _RELATIONS for word in words.split()})
-_MONTH_NAMES = frozenset({
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
-    "sept", "oct", "nov", "dec"})
+# Month words: the names and 3-letter forms a query's time cue reads, and "sept".
+_MONTH_NAMES = frozenset(MONTHS) | {"sept"}
 # Auxiliaries that end a "what/which ..." phrase.
 _VERB_WORDS = frozenset({
     "is", "are", "was", "were", "am", "be", "been", "do", "does", "did", "has", "have", "had",

@@ -40,10 +40,10 @@ haven hadn couldn wouldn shouldn won mustn shan
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
-_MONTHS = {m: i for i, m in enumerate(
+MONTHS = {m: i for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september",
      "october", "november", "december"], start=1)}
-_MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
+MONTHS.update({m[:3]: i for m, i in list(MONTHS.items())})
 _YEAR_RE = re.compile(r"\b(19[5-9]\d|20\d\d)\b")
 
 
@@ -76,9 +76,9 @@ def time_cue(text: str) -> TimeCue:
     words = _WORD_RE.findall(text.casefold())
     months = set()
     for i, w in enumerate(words):
-        if w in _MONTHS and (w != "may" or any(
+        if w in MONTHS and (w != "may" or any(
                 n.isdigit() for n in words[max(0, i - 1):i + 2] if n != w)):
-            months.add(_MONTHS[w])
+            months.add(MONTHS[w])
     years = {int(y) for y in _YEAR_RE.findall(text)}
     return TimeCue(frozenset(months), frozenset(years))
 
