@@ -179,30 +179,55 @@ def test_a_helper_thread_changes_nothing_in_the_result(settings, seeded) -> None
     assert {"episode_dense", "episode_fts"} <= lists
 
 
-def test_a_logged_candidate_row_keeps_its_components_in_order() -> None:
-    """The compact row (LOG_FORMAT 2): components in COMPONENTS order, null where missing
-    or not finite, "0" for zero, four decimals, trailing nulls left off."""
+def test_a_logged_recall_reads_back_its_candidates() -> None:
+    """LOG_FORMAT 3: each candidate's lists, decision, turn pointers (kept ones only) and its
+    score and components (float32s in one base64 string) come back as dicts; a missing or
+    non-finite component is left out, a zero one kept; four decimals, six for the score."""
     from memory_core.recall.candidates import Candidate
-    from memory_core.recall.explain import COMPONENTS, candidate_row, expand
+    from memory_core.recall.explain import build_explanation, candidates
 
-    cand = Candidate(kind="episode", row_id=7, uid="ep_7", text="t", occurred_at=None,
-                     turn_uids=("u1",), ranks={"episode_fts": 2, "graph": 5})
-    cand.score = 1.25
-    cand.components = {"time": 0.0, "rrf": 0.123456, "recency": float("nan"),
-                       "ppr": 1.0, "speaker": None, "not_a_component": 3.0}
-    row = candidate_row(cand, "kept: rank 1", 1)
-    assert row == ('["episode:ep_7",1,1.250000,{"episode_fts":2,"graph":5},'
-                   '[0.1235,1.0000,null,null,null,null,0],"kept",["u1"]]')
-    back = expand(json.loads(row))
-    assert back["components"] == {"rrf": 0.1235, "ppr": 1.0, "time": 0}
-    # A fact's last component is written, and the nulls before it stay in place.
-    cand.components = {"rrf": 0.5, COMPONENTS[-1]: 0.25, COMPONENTS[-2]: float("inf")}
-    comps = json.loads(candidate_row(cand, "dropped: over the fact budget", None))[4]
-    assert comps == [0.5] + [None] * (len(COMPONENTS) - 2) + [0.25]
-    # Nothing finite: no components at all; a dropped row carries no turn pointers.
-    cand.components = {"rrf": float("nan")}
-    assert json.loads(candidate_row(cand, "dropped: over the item budget", None))[4:] == [
-        [], "items", []]
+    def cand(row_id: int, score: float, comps: dict) -> Candidate:
+        c = Candidate(kind="episode", row_id=row_id, uid=f"ep_{row_id}", text="t",
+                      occurred_at=None, turn_uids=(f"u{row_id}",),
+                      ranks={"episode_fts": row_id, "graph": 5})
+        c.score, c.components = score, comps
+        return c
+
+    kept = cand(7, 1.25, {"time": 0.0, "rrf": 0.123456, "recency": float("nan"),
+                          "ppr": 1.0, "speaker": None})
+    dropped = cand(8, 0.5, {"subject": 0.25, "direct_cap": float("inf")})
+    fact = cand(9, float("nan"), {"rrf": 0.5})
+    body = json.loads(build_explanation(
+        [kept, dropped, fact], {dropped.key: "dropped: over the fact budget"}, [kept],
+        terms=3))
+    assert body["format"] == 3 and body["recalled"] == ["episode:ep_7"] and body["terms"] == 3
+    got = candidates(body)
+    assert [c["id"] for c in got] == ["episode:ep_7", "episode:ep_8", "episode:ep_9"]
+    assert got[0] == {"id": "episode:ep_7", "kind": "episode", "handle": 1,
+                      "lists": {"episode_fts": 7, "graph": 5}, "score": 1.25,
+                      "components": {"time": 0.0, "rrf": 0.1235, "ppr": 1.0},
+                      "decision": "kept", "reason": "kept: rank 1", "turn_uids": ["u7"]}
+    assert got[1]["components"] == {"subject": 0.25}
+    assert (got[1]["decision"], got[1]["reason"]) == ("dropped", "dropped: over the fact budget")
+    assert got[1]["turn_uids"] == [] and got[1]["handle"] is None
+    # A candidate without a reason is "dropped"; a score that is not finite reads as None.
+    assert (got[2]["reason"], got[2]["score"], got[2]["components"]) == ("dropped", None,
+                                                                         {"rrf": 0.5})
+
+
+def test_recall_log_rows_of_format_2_still_read() -> None:
+    """A row written before format 3 (components as JSON numbers in COMPONENTS order, null
+    where missing) reads back as it did."""
+    from memory_core.recall.explain import candidates
+
+    body = json.loads('{"format":2,"recalled":["episode:ep_7"],"candidates":['
+                      '["episode:ep_7",1,1.250000,{"episode_fts":2},'
+                      '[0.1235,1.0000,null,null,null,null,0],"kept",["u1"]],'
+                      '["belief:b1",null,0.5,{},[],"items",[]]]}')
+    got = candidates(body)
+    assert got[0]["components"] == {"rrf": 0.1235, "ppr": 1.0, "time": 0}
+    assert (got[0]["reason"], got[0]["turn_uids"]) == ("kept: rank 1", ["u1"])
+    assert (got[1]["kind"], got[1]["reason"]) == ("belief", "dropped: over the item budget")
 
 
 def test_bm25_order_puts_the_essential_rows_first_and_ties_newest_first() -> None:
