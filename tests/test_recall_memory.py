@@ -154,6 +154,31 @@ def test_explanation_log_is_bounded_and_never_holds_the_query(settings, seeded) 
     assert b"xyzzy" not in raw and b"secret plans" not in raw and b"at dawn" not in raw
 
 
+def test_a_failing_explanation_costs_its_log_row_not_the_recall(seeded, mem,
+                                                                 monkeypatch) -> None:
+    """The explanation is built on the caller's thread; a bug there leaves that recall
+    unlogged with a warning naming no text, and the next recall is logged again."""
+    from structlog.testing import capture_logs
+
+    from memory_core.recall import engine
+
+    seeder, _ = seeded
+    seeder.turn("acme", "the red kayak is in the garage")
+
+    def broken(*args: object, **kwargs: object) -> str:
+        raise KeyError("a bug")
+
+    real = engine.build_explanation
+    monkeypatch.setattr(engine, "build_explanation", broken)
+    with capture_logs() as logs:
+        result = mem.recall("red kayak", tenant="acme")
+    assert result.items and result.log_id is None
+    assert {"event": "recall_log_failed", "tenant": "acme", "error": "KeyError",
+            "log_level": "warning"} in logs
+    monkeypatch.setattr(engine, "build_explanation", real)
+    assert mem.recall("red kayak", tenant="acme").log_id is not None
+
+
 def test_a_word_in_every_memory_of_a_tenant_is_its_stopword(seeded, mem) -> None:
     seeder, _ = seeded
     for i in range(120):

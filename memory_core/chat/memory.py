@@ -118,7 +118,8 @@ class Memory:
         facts are the beliefs valid then (superseded since included, each with its
         ``valid_to``; withdrawn ones never), the evidence what was said by then. The
         explanation goes to the recall log (query digest only), written in the background:
-        ``result.log_id`` names its row and ``flush_recall_log()`` waits for it. Never
+        ``result.log_id`` names its row and ``flush_recall_log()`` waits for it (None: the
+        row could not be made or queued; a warning says why). Never
         fails on store trouble: dense search off gives ``keyword_only=True`` with
         ``degraded_reason``.
 
@@ -138,8 +139,9 @@ class Memory:
             strategy=strat, max_query_chars=self.settings.max_query_chars, budget=resolved,
             session_id=session_id, as_of=as_of, now=now, stats=self._term_stats,
             helper=self._helper, fact_budget=facts)
-        log_id = self._log_writer.submit(result.tenant, result.query_digest, result.strategy,
-                                         explanation)
+        body = _explanation_text(explanation, result.tenant)
+        log_id = None if body is None else self._log_writer.submit(
+            result.tenant, result.query_digest, result.strategy, body)
         log.info("recall", tenant=result.tenant, facts=len(result.facts),
                  items=len(result.items), keyword_only=result.keyword_only, duration_ms=round(
                      result.timings_ms.get("total_ms", 0.0), 2), outcome="ok")
@@ -222,3 +224,14 @@ def _with_log_id(result: RecallResult, log_id: int) -> RecallResult:
     from dataclasses import replace
 
     return replace(result, log_id=log_id)
+
+
+def _explanation_text(explanation: Callable[[], str], tenant: str) -> str | None:
+    """The recall-log row's JSON, built on the caller's thread (see ``log_writer``), or None
+    with a warning when building it failed: a bug there must cost one log row, never the
+    recall."""
+    try:
+        return explanation()
+    except Exception as e:  # a bug in building: see the docstring
+        log.warning("recall_log_failed", tenant=tenant, error=type(e).__name__)
+        return None

@@ -352,9 +352,9 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
            helper: Helper | None = None,
            fact_budget: int = 8) -> tuple[RecallResult, Callable[[], str]]:
     """Run one recall; returns the result and a function building its explanation's JSON
-    for the recall log (a few milliseconds of Python for ~100 candidates: the log writer
-    calls it on its own thread, off the chat path). ``fact_budget``: facts at most (0: no
-    facts channel)."""
+    for the recall log (``explain.build_explanation``; ``Memory.recall`` calls it, and the
+    log writer writes it in the background). ``fact_budget``: facts at most (0: no facts
+    channel)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),

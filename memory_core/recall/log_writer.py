@@ -1,11 +1,13 @@
 """The recall log's database writes, off the chat path.
 
-``recall()`` hands this writer its explanation as a function; a background thread builds
-the row (a few milliseconds of Python for ~100 candidates, which the chat path no longer
-waits for), inserts it and trims the tenant to its newest ``keep`` rows. SQLite releases
-the GIL while it writes, so the caller does not wait for the write either, nor for the disk
-when the machine's I/O is slow (side by side at 100k memories: p50 7.12 -> 6.91 ms, p95
-9.09 -> 8.21 ms).
+``Memory.recall`` builds the explanation's JSON on its own thread (``explain``: ~0.3 ms
+for ~130 candidates) and hands it to this writer; a background thread inserts it and trims
+the tenant to its newest ``keep`` rows. SQLite releases the GIL while it writes, so the
+caller does not wait for the write, nor for the disk when the machine's I/O is slow (side by
+side at 100k memories: p50 7.12 -> 6.91 ms, p95 9.09 -> 8.21 ms). Building the JSON here
+instead is slower for the next recall: Python on this thread holds the GIL while the
+caller's thread wants it back from each SQLite call (back to back at 100k, p95 9.9-11.8 ms
+built by the caller against 12.5-14.0 here).
 
 Ids are given at ``submit``: the time in milliseconds shifted left 22 bits plus 22 random
 bits, increasing within a process, so the log stays in time order across the chat
@@ -23,7 +25,6 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable
 
 import structlog
 
@@ -35,7 +36,6 @@ from memory_core.recall.explain import write_recall_log
 log = structlog.get_logger(__name__)
 RANDOM_BITS = 22
 _STOP = None
-Body = str | Callable[[], str]  # the explanation's JSON, or a function building it
 
 
 class RecallLogWriter:
@@ -44,7 +44,7 @@ class RecallLogWriter:
     def __init__(self, db: Database, keep: int, *, max_pending: int = 1000) -> None:
         self.db = db
         self.keep = keep
-        self._queue: queue.Queue[tuple[int, str, str, str, Body] | None] = queue.Queue(
+        self._queue: queue.Queue[tuple[int, str, str, str, str] | None] = queue.Queue(
             maxsize=max_pending)
         # The writes never pay for a WAL checkpoint: this thread does them in the background.
         self._checkpointer = WalCheckpointer(db)
@@ -59,10 +59,9 @@ class RecallLogWriter:
             self._last_id = max(new, self._last_id + 1)
             return self._last_id
 
-    def submit(self, tenant: str, query_digest: str, strategy: str, body: Body) -> int | None:
-        """Queue one row (``body``: the explanation's JSON, or a function building it on
-        the writer's thread); returns its id, or None when it was dropped (too many
-        waiting, or closed)."""
+    def submit(self, tenant: str, query_digest: str, strategy: str, body: str) -> int | None:
+        """Queue one row (``body``: the explanation's JSON); returns its id, or None when
+        it was dropped (too many waiting, or closed)."""
         if self._closed:
             return None
         log_id = self.next_id()
@@ -102,10 +101,7 @@ class RecallLogWriter:
                     return
                 log_id, tenant, query_digest, strategy, body = item
                 try:
-                    text = body if isinstance(body, str) else _build(body, tenant)
-                    if text is None:
-                        continue
-                    write_recall_log(self.db.conn, tenant, query_digest, strategy, text,
+                    write_recall_log(self.db.conn, tenant, query_digest, strategy, body,
                                      self.keep, log_id=log_id)
                     self._checkpointer.note_write()
                 except sqlite_module().Error as e:  # an id another process took, a stuck db
@@ -113,12 +109,3 @@ class RecallLogWriter:
             finally:
                 self._queue.task_done()
 
-
-def _build(body: Callable[[], str], tenant: str) -> str | None:
-    """The explanation's JSON, or None (with a warning) when building it failed: a bug
-    there must cost one log row, not the writer thread and every row after it."""
-    try:
-        return body()
-    except Exception as e:  # a bug in building: see the docstring
-        log.warning("recall_log_failed", tenant=tenant, error=type(e).__name__)
-        return None
