@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from memory_core import Budget, Memory
 from memory_core.embedders import HashEmbedder
+from memory_core.errors import UnknownTenantError
 from memory_core.recall import RecallStrategy
 from memory_core.recall.search import TermPlan, TermStats, plan_terms
 from memory_core.settings import Settings
@@ -177,6 +180,33 @@ def test_a_failing_explanation_costs_its_log_row_not_the_recall(seeded, mem,
             "log_level": "warning"} in logs
     monkeypatch.setattr(engine, "build_explanation", real)
     assert mem.recall("red kayak", tenant="acme").log_id is not None
+
+
+def test_one_recall_reads_one_state_of_the_store(seeded, mem, monkeypatch) -> None:
+    """A write committed while a recall runs (here: between its entity list and its keyword
+    lists) is not half-seen by it: every list reads the snapshot the recall began with. The
+    next recall sees the write, and no recall leaves a transaction open."""
+    from memory_core.recall import search
+
+    seeder, _ = seeded
+    seeder.turn("acme", "we talked about the weather")
+    real = search.beliefs_about
+    writes = []
+
+    def write_meanwhile(*args: object, **kwargs: object) -> object:
+        if not writes:
+            writes.append(seeder.turn("acme", "the zeppelin departs at dawn"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "beliefs_about", write_meanwhile)
+    during = mem.recall("zeppelin at dawn", tenant="acme")
+    assert writes and not during.items
+    after = mem.recall("zeppelin at dawn", tenant="acme")
+    assert writes[0] in {u for item in after.items for u in item.turn_uids}
+    assert not mem._state.conn.in_transaction
+    with pytest.raises(UnknownTenantError):
+        mem.recall("zeppelin", tenant="nobody")
+    assert not mem._state.conn.in_transaction
 
 
 def test_a_word_in_every_memory_of_a_tenant_is_its_stopword(seeded, mem) -> None:

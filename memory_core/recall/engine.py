@@ -23,7 +23,7 @@ import structlog
 
 from memory_core.clock import ensure_utc, from_db, parse_iso, to_db, utcnow
 from memory_core.db.dialect import driver_errors
-from memory_core.db.sqlite import Connection
+from memory_core.db.sqlite import Connection, read_snapshot
 from memory_core.errors import EmbedderError, InvalidInputError
 from memory_core.model.tenants import HUB, require_tenant
 from memory_core.recall import context, facts, feedback, graph, search
@@ -357,22 +357,24 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     channel)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
-    scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
-                  as_of=resolve_as_of(as_of), include_archive=strategy.include_archive)
-    run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
-                    stats=stats)
-    _gather(run, helper)
-    # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.
-    beliefs = [c for c in run.pool.values() if c.kind == "belief"]
-    ranked = diversify(run.rank(explain=True, evidence_only=True), strategy.session_diversity)
-    if strategy.direct_first:
-        ranked = direct_first(ranked, DIRECT_LISTS)
-    kept, reasons = apply_budget(ranked, budget)
-    # The turns of the best evidence the query matched itself (not a neighbour's, nor the
-    # feedback round's): they corroborate a fact drawn from them.
-    top = frozenset(u for c in kept[:facts.CORROBORATING_ITEMS]
-                    if not DIRECT_LISTS.isdisjoint(c.ranks) for u in c.turn_uids)
-    found = _facts(run, beliefs, fact_budget, top)
+    with read_snapshot(conn):  # every list reads the same state of the store
+        scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
+                      as_of=resolve_as_of(as_of), include_archive=strategy.include_archive)
+        run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
+                        stats=stats)
+        _gather(run, helper)
+        # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.
+        beliefs = [c for c in run.pool.values() if c.kind == "belief"]
+        ranked = diversify(run.rank(explain=True, evidence_only=True),
+                           strategy.session_diversity)
+        if strategy.direct_first:
+            ranked = direct_first(ranked, DIRECT_LISTS)
+        kept, reasons = apply_budget(ranked, budget)
+        # The turns of the best evidence the query matched itself (not a neighbour's, nor
+        # the feedback round's): they corroborate a fact drawn from them.
+        top = frozenset(u for c in kept[:facts.CORROBORATING_ITEMS]
+                        if not DIRECT_LISTS.isdisjoint(c.ranks) for u in c.turn_uids)
+        found = _facts(run, beliefs, fact_budget, top)
     items = tuple(_item(i, c) for i, c in enumerate(kept, start=len(found.facts) + 1))
     reasons.update(found.reasons)
     run.timings["total_ms"] = (time.perf_counter() - started) * 1000
