@@ -1,30 +1,24 @@
-"""bm25 in C inside SQLite, measured against ``recall.keyword.ranked_ids`` (a script).
+"""Keyword ranking in C against the same in Python, search by search (a script).
 
 Example:
     .venv/bin/python bench/bm25_in_c.py --data /tmp/mnemo-scale-cache/single-100000-g1
 
-Compiles ``bench/bm25_in_c.c`` (an FTS5 auxiliary function taking the tenant's N and
-average length: FTS5's own ``bm25()`` takes both from the whole index, so every tenant) with
-the system C compiler into a temporary directory, runs ``--recalls`` recalls of
-``bench/recall_scale.py``'s questions on a store it generated (``--data``, its ``--cache``
-directory's ``single-<size>-g1``) to capture the keyword searches they make, then for each
-search computes the ranked ids both ways: ``ranked_ids`` (postings to Python, bm25 there)
-and one FTS5 query ranking in C (``ORDER BY tbm25(...)``; the rows of a rare term first,
-then the newest rows of the common terms alone, as ``ranked_ids`` orders them). Prints how
-many searches gave the same ids in the same order, and each way's CPU time per recall by
-search (the belief and episode lists, the feedback round, the raw-turn fallback when it
-runs), whole and cut to the first 120 ids (what a list of 60 loads first). Needs a C
-compiler and ``sqlite3ext.h`` (Debian: libsqlite3-dev). Nothing in mnemo uses the
-extension: shipping it would need a build step, the loading in ``db.sqlite.connect`` and
-``ranked_ids`` kept as the fallback that gives the same order.
+Runs ``--recalls`` recalls of ``bench/recall_scale.py``'s questions on a store it generated
+(``--data``, its ``--cache`` directory's ``single-<size>-g1``) to capture the keyword searches
+they make (``recall.keyword.ranked_ids``), then computes each search's ranked ids both ways
+on the same connection: with mnemo's SQLite extension (``memory_core/db/bm25.c``: FTS5
+ranks in C, only ids come back) and without it (the postings to Python, bm25 there: the
+fallback when the install could not build the extension, or ``MNEMO_SQLITE_BM25=false``).
+Prints how many searches gave the same ids in the same order (tests/test_keyword_c.py
+checks that on generated stores), and each way's CPU time per recall by search: the belief
+and episode lists, the feedback round, the raw-turn fallback when it runs. Needs the
+extension built (``pip install -e .`` with a C compiler and sqlite3ext.h).
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,51 +31,12 @@ for extra in (REPO_ROOT, REPO_ROOT / "bench"):
 import recall_scale as rs  # noqa: E402
 
 from memory_core import Memory  # noqa: E402
-from memory_core.db import fts as fts_index  # noqa: E402
+from memory_core.db.sqlite import BM25_LOADED  # noqa: E402
 from memory_core.log import configure_logging  # noqa: E402
 from memory_core.recall import keyword  # noqa: E402
 from memory_core.settings import Settings  # noqa: E402
 
-SOURCE = Path(__file__).with_name("bm25_in_c.c")
 KINDS = ("belief", "episode", "feedback", "turn")  # a recall's keyword searches
-_RANK = ("SELECT rowid, tbm25({t}_fts, ?, ?, ?) AS s FROM {t}_fts WHERE {t}_fts MATCH ? "
-         "ORDER BY s DESC, rowid DESC{limit}")
-_FILL = ("SELECT rowid, tbm25({t}_fts, ?, ?, ?) FROM {t}_fts WHERE {t}_fts MATCH ? "
-         "ORDER BY rowid DESC LIMIT ?")
-
-
-def compile_extension(out_dir: Path, cc: str) -> Path:
-    """The shared library; its entry point ``sqlite3_tbm_init`` follows from its name."""
-    lib = out_dir / "tbm.so"
-    subprocess.run([cc, "-O2", "-fPIC", "-shared", str(SOURCE), "-o", str(lib), "-lm"],
-                   check=True)
-    return lib
-
-
-def ranked_in_c(conn: Any, table: str, tenant: str, plan: keyword.TermPlan, window: int,
-                limit: int | None = None) -> list[int]:
-    """``ranked_ids``'s order from FTS5: the rows holding a rare (essential) token by bm25
-    over every token (the common ones are phrases of the MATCH expression that match only
-    where a rare one does, so their positions count), then the newest ``window`` rows of
-    the common tokens alone, by bm25 over those."""
-    by_word = keyword.word_tokens(tenant, (*plan.essential, *plan.other))
-    ess = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
-    oth = [t for t in dict.fromkeys(by_word.values()) if t not in ess]
-    rows, total = fts_index.tenant_stats(conn, table, tenant)
-    if rows <= 0 or not (ess or oth):
-        return []
-    avgdl = total / rows if total > 0 else 1.0
-    out: list[int] = []
-    if ess:
-        rare = keyword._phrases(ess)
-        match = rare if not oth else f"{rare} OR ({keyword._phrases(oth)} AND {rare})"
-        sql = _RANK.format(t=table, limit=f" LIMIT {int(limit)}" if limit else "")
-        out += [r[0] for r in conn.execute(sql, (rows, avgdl, len(ess) + len(oth), match))]
-    if oth and window > 0:
-        match = keyword._phrases(oth) + (f" NOT {keyword._phrases(ess)}" if ess else "")
-        fill = conn.execute(_FILL.format(t=table), (rows, avgdl, len(oth), match, window))
-        out += [-doc for _, doc in sorted((-score, -doc) for doc, score in fill)]
-    return out
 
 
 def main() -> None:
@@ -91,7 +46,6 @@ def main() -> None:
                         "single-<size>-g1)")
     p.add_argument("--recalls", type=int, default=80)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--cc", default="cc")
     args = p.parse_args()
     settings = Settings.from_env({}, data_dir=args.data, log_level="error")
     configure_logging(settings)
@@ -99,7 +53,7 @@ def main() -> None:
     searches: list[tuple[Any, ...]] = []
     kinds: list[str] = []  # per search: belief, episode (first round), feedback, turn
     this_recall: list[str] = []
-    python_ranked = keyword.ranked_ids
+    ranked_ids = keyword.ranked_ids
 
     def capture(conn: Any, *search: Any) -> list[int]:
         table = search[0]
@@ -108,27 +62,35 @@ def main() -> None:
         this_recall.append(kind)
         kinds.append(kind)
         searches.append(search)
-        return python_ranked(conn, *search)
+        return ranked_ids(conn, *search)
 
-    with tempfile.TemporaryDirectory() as tmp, Memory.open(settings) as mem:
-        lib = compile_extension(Path(tmp), args.cc)
+    with Memory.open(settings) as mem:
+        conn = mem._state.conn
+        if not getattr(conn, BM25_LOADED, False):
+            sys.exit("mnemo's bm25 extension is not loaded: build it (pip install -e . with "
+                     "a C compiler and sqlite3ext.h) and leave MNEMO_SQLITE_BM25 unset")
         keyword.ranked_ids = capture  # type: ignore[assignment]
         try:
             for _ in range(args.recalls):
                 this_recall.clear()
                 mem.recall(texts.question(), tenant=rs.TENANT)
         finally:
-            keyword.ranked_ids = python_ranked
-        conn = mem._state.conn
-        conn.enable_load_extension(True)
-        conn.load_extension(str(lib))
-        conn.enable_load_extension(False)
-        same = sum(python_ranked(conn, *s) == ranked_in_c(conn, *s) for s in searches)
+            keyword.ranked_ids = ranked_ids
+
+        def way(in_c: bool) -> Any:
+            def run(search: tuple[Any, ...]) -> list[int]:
+                setattr(conn, BM25_LOADED, in_c)
+                try:
+                    return ranked_ids(conn, *search)
+                finally:
+                    setattr(conn, BM25_LOADED, True)
+            return run
+
+        ways = {"python (postings to Python)": way(False), "C (mnemo_bm25)": way(True)}
+        same = sum(ways["python (postings to Python)"](s) == ways["C (mnemo_bm25)"](s)
+                   for s in searches)
         print(f"{len(searches)} keyword searches of {args.recalls} recalls; the same ids in "
               f"the same order: {same}")
-        ways = {"python (ranked_ids)": lambda s: python_ranked(conn, *s),
-                "C, every id": lambda s: ranked_in_c(conn, *s),
-                "C, first 120 ids": lambda s: ranked_in_c(conn, s[0], s[1], s[2], s[3], 120)}
         print("| way (CPU per recall) | " + " | ".join(f"{k} ms" for k in KINDS) +
               " | all ms |")
         print("|---|" + "---:|" * (len(KINDS) + 1))

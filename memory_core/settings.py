@@ -176,6 +176,7 @@ class Settings:
     log_level: str = "info"
     busy_timeout_ms: int = 5000
     sqlite_mmap_mb: int = 256
+    sqlite_bm25: bool = True
     max_turn_chars: int = 32_768
     max_query_chars: int = 4_096
     recall_max_items: int = 10
@@ -434,6 +435,10 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_SQLITE_MMAP_MB", "sqlite_mmap_mb", _int_parser(0, 1_048_576),
          "Megabytes of each SQLite file read through a memory map (faster recall on large "
          "memories); 0 turns it off."),
+    _Var("MNEMO_SQLITE_BM25", "sqlite_bm25", _bool,
+         "Rank keyword search in C with mnemo's SQLite extension when the install built it "
+         "(a C compiler and sqlite3ext.h); false ranks in Python. The same results either "
+         "way; C is faster."),
     _Var("MNEMO_MAX_TURN_CHARS", "max_turn_chars", _int_parser(1, 1_000_000),
          "Longest turn text accepted; longer turns are refused with an error."),
     _Var("MNEMO_MAX_QUERY_CHARS", "max_query_chars", _int_parser(1, 1_000_000),

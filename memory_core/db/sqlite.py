@@ -2,7 +2,9 @@
 
 Every connection gets WAL, ``busy_timeout``, ``foreign_keys``, ``synchronous=NORMAL``, the
 sqlite-vec extension and the full-text triggers' functions (``db.fts``), and FTS5 is
-checked. The stdlib ``sqlite3`` of many Python builds cannot load extensions; ``pysqlite3``
+checked. mnemo's own extension (``db/bm25.c``: keyword ranking in C) is loaded too when the
+install built it (``bm25_extension``); without it recall ranks in Python, with the same
+results. The stdlib ``sqlite3`` of many Python builds cannot load extensions; ``pysqlite3``
 (from ``pysqlite3-binary``) can, so the factory picks the first module that can and fails at
 open, saying what is missing and how to fix it, when none can.
 """
@@ -21,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import structlog
+
 from memory_core.db import fts as fts_index
 from memory_core.db.dialect import is_postgres
 from memory_core.db.faults import store_error
@@ -29,6 +33,8 @@ from memory_core.errors import StoreError
 # The type of every connection the factory opens. At run time it is the chosen module's
 # class (pysqlite3's has the stdlib's API), so this names the API, not the class.
 Connection = sqlite3.Connection
+
+log = structlog.get_logger(__name__)
 
 _INSTALL_HINT = (
     "install a SQLite module that can load extensions: `pip install pysqlite3-binary` "
@@ -87,6 +93,55 @@ def _load_sqlite_vec(conn: Connection) -> None:
             f"sqlite-vec could not be loaded into SQLite ({type(e).__name__}): reinstall it with "
             f"`pip install --force-reinstall sqlite-vec`, or {_INSTALL_HINT}"
         ) from e
+
+
+# mnemo's keyword ranking in C (``db/bm25.c``), built at install time when a C compiler and
+# sqlite3ext.h were there: an SQLite extension, never imported as a Python module.
+BM25_MODULE = "memory_core.db._bm25"
+BM25_ENTRY = "sqlite3_mnemobm25_init"
+# The connection attribute saying the extension is loaded on it (``recall.keyword``).
+BM25_LOADED = "bm25_in_c"
+
+
+@functools.cache
+def bm25_extension() -> str | None:
+    """The file of mnemo's bm25 extension, or None when the install did not build it (no C
+    compiler or no sqlite3ext.h: the build is optional)."""
+    try:
+        spec = importlib.util.find_spec(BM25_MODULE)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin else None
+
+
+def _load_bm25(conn: Connection) -> bool:
+    """Load mnemo's bm25 extension when it was built; whether it is loaded. A file that
+    does not load (built for another SQLite, damaged) is told once and left out: recall
+    then ranks in Python, the same results."""
+    path = bm25_extension()
+    loaded = False
+    if path is not None:
+        try:
+            conn.enable_load_extension(True)
+            try:
+                # the entry point by name: load_extension() of the Python modules takes none
+                conn.execute("SELECT load_extension(?, ?)", (path, BM25_ENTRY)).fetchall()
+                loaded = True
+            finally:
+                conn.enable_load_extension(False)
+        except Exception as e:
+            _bm25_failed(path, e)
+    return loaded
+
+
+_bm25_warned: set[str] = set()
+
+
+def _bm25_failed(path: str, exc: Exception) -> None:
+    if path not in _bm25_warned:  # once per process, not per connection
+        _bm25_warned.add(path)
+        log.warning("bm25_extension_not_loaded", path=path, error=type(exc).__name__,
+                    fallback="python")
 
 
 _fts5_checked: set[int] = set()
@@ -172,7 +227,7 @@ def write_lock(conn: Connection) -> Iterator[None]:
 
 
 def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
-            autocheckpoint: bool = True, mmap_mb: int = 0) -> Connection:
+            autocheckpoint: bool = True, mmap_mb: int = 0, bm25: bool = True) -> Connection:
     """Open ``path`` with mnemo's pragmas and sqlite-vec loaded.
 
     The connection is in autocommit mode: use ``atomic()`` for transactions. ``readonly``
@@ -180,7 +235,9 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
     ``autocheckpoint=False``: this connection's commits never run a WAL checkpoint (which
     copies and fsyncs pages: milliseconds); for a latency-critical writer whose process
     checkpoints in the background (the chat side's enqueuer). ``mmap_mb``: read up to that
-    much of the file through a memory map (no system call per page read). Raises StoreError
+    much of the file through a memory map (no system call per page read). ``bm25``: load
+    mnemo's keyword ranking in C when the install built it (``MNEMO_SQLITE_BM25``; off or
+    not built: in Python, the same results). Raises StoreError
     naming the file and the fix when it cannot be opened.
     """
     mod = sqlite_module()
@@ -203,6 +260,7 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
         ) from e
     try:
         _load_sqlite_vec(conn)
+        setattr(conn, BM25_LOADED, bm25 and _load_bm25(conn))  # read by recall.keyword
         fts_index.register(conn)  # the full-text triggers call it
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]

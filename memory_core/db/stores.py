@@ -62,7 +62,8 @@ class Database:
     """One SQLite file of a known kind (``state`` or ``ops``)."""
 
     def __init__(self, path: Path, kind: str, *, busy_timeout_ms: int = 5000,
-                 readonly: bool = False, autocheckpoint: bool = True, mmap_mb: int = 0) -> None:
+                 readonly: bool = False, autocheckpoint: bool = True, mmap_mb: int = 0,
+                 bm25: bool = True) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown database kind {kind!r}")
         self.path = Path(path)
@@ -71,13 +72,15 @@ class Database:
         self.readonly = readonly
         self.autocheckpoint = autocheckpoint  # see ``sqlite.connect``
         self.mmap_mb = mmap_mb
+        self.bm25 = bm25  # see ``sqlite.connect``
         self._conns: ThreadConnections[Connection] = ThreadConnections(
             self.connect, generation=_current_generation)
 
     def connect(self) -> Connection:
         """A new connection with the factory's pragmas (the caller closes it)."""
         return connect(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=self.readonly,
-                       autocheckpoint=self.autocheckpoint, mmap_mb=self.mmap_mb)
+                       autocheckpoint=self.autocheckpoint, mmap_mb=self.mmap_mb,
+                       bm25=self.bm25)
 
     @property
     def conn(self) -> Connection:
@@ -193,7 +196,8 @@ def migrate_stores(settings: Settings) -> list[Migrated]:
 def _open(path: Path, kind: str, settings: Settings, *, migrate: bool, readonly: bool,
           autocheckpoint: bool = True) -> Database:
     db = Database(path, kind, busy_timeout_ms=settings.busy_timeout_ms, readonly=readonly,
-                  autocheckpoint=autocheckpoint, mmap_mb=settings.sqlite_mmap_mb)
+                  autocheckpoint=autocheckpoint, mmap_mb=settings.sqlite_mmap_mb,
+                  bm25=settings.sqlite_bm25)
     try:
         if migrate:
             db.migrate()

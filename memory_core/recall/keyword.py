@@ -9,9 +9,13 @@ average length from the whole index, that is from every tenant.
 
 The work is bounded by ``plan_terms`` (at most about ``rank_budget`` rows ranked exactly; a
 term in ``common_df`` rows or more, or in ``local_fraction`` of the tenant's rows, is left
-out), and only the ranked rows reach Python (``ranked_ids``): the rare terms' instances
-with their lengths, and the newest rows matching only the common terms, which FTS5 finds
-in C; a common term's other matches are walked in C and counted there. Every statement is
+out). On SQLite with mnemo's extension loaded (``db/bm25.c``, built at install time when a
+C compiler was there; ``MNEMO_SQLITE_BM25``) FTS5 ranks the rows in C with the tenant's
+statistics and only their ids reach Python (``_ranked_in_c``); otherwise only the ranked
+rows reach Python (``_fts5_postings``): the rare terms' instances with their lengths, and
+the newest rows matching only the common terms, which FTS5 finds in C; a common term's
+other matches are walked in C and counted there. Both ways give the same ids in the same
+order (the same arithmetic, tests/test_keyword_c.py). Every statement is
 a fixed string with bound parameters (an FTS5 expression is bound too, made of the
 tenant's tokens, which are letters and digits only).
 """
@@ -29,7 +33,7 @@ from typing import TypeVar
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
 from memory_core.db.dialect import is_postgres
-from memory_core.db.sqlite import Connection
+from memory_core.db.sqlite import BM25_LOADED, Connection
 from memory_core.recall.candidates import TABLES, Candidate, Scope, load_new
 
 FTS_OVERSAMPLE = 3
@@ -213,6 +217,14 @@ _NEWEST = ("SELECT f.rowid, z.sz FROM (SELECT rowid FROM {t}_fts WHERE {t}_fts M
 _POSTINGS_IN = ("SELECT doc FROM {t}_fts_i WHERE term = ? "
                 "AND doc IN (SELECT value FROM json_each(?))")
 _DF = "SELECT doc FROM {t}_fts_v WHERE term = ?"
+# The same two lists ranked in C (``db/bm25.c``: ``mnemo_bm25`` scores a row over the first
+# ``n`` phrases of the MATCH expression with the tenant's N and average length): the rows
+# of an essential token, then the newest ``window`` rows of the other tokens alone.
+_RANK_C = ("SELECT rowid FROM {t}_fts WHERE {t}_fts MATCH :match "
+           "ORDER BY mnemo_bm25({t}_fts, :rows, :avgdl, :n) DESC, rowid DESC")
+_FILL_C = ("SELECT rowid FROM (SELECT rowid, mnemo_bm25({t}_fts, :rows, :avgdl, :n) AS s "
+           "FROM {t}_fts WHERE {t}_fts MATCH :match ORDER BY rowid DESC LIMIT :window) "
+           "ORDER BY s DESC, rowid DESC")
 
 
 def _phrases(tokens: Sequence[str]) -> str:
@@ -238,7 +250,8 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
     document frequencies (a token is the tenant's own): an essential token's from its
     instances, an other token's from its whole doclist. Only the ranked rows come back to
     Python, from FTS5 or, on the Postgres primary, from its postings (``pg_fts.postings``):
-    the same rows, frequencies and lengths, so the same scores and order."""
+    the same rows, frequencies and lengths, so the same scores and order; or, on SQLite
+    with mnemo's extension loaded, ranked in C (``_ranked_in_c``), the same order again."""
     by_word = word_tokens(tenant, (*plan.essential, *plan.other))
     essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
     others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
@@ -251,6 +264,8 @@ def ranked_ids(conn: Connection, table: str, tenant: str, plan: TermPlan,
     rows, total = fts_index.tenant_stats(conn, table, tenant)
     if rows <= 0:
         return []
+    if getattr(conn, BM25_LOADED, False):
+        return _ranked_in_c(conn, table, essential, others, window, rows, total)
     found_s, sizes, first = _fts5_postings(conn, table, essential, others, window)
     return _bm25_order(found_s, sizes, first, rows, total, fts_index.doc_length)
 
@@ -283,6 +298,29 @@ def _fts5_postings(conn: Connection, table: str, essential: list[str], others: l
             df = conn.execute(_DF.format(t=table), (token,)).fetchone()
             found.append((int(df[0]) if df else 0, in_ranked))
     return found, size, first
+
+
+def _ranked_in_c(conn: Connection, table: str, essential: list[str], others: list[str],
+                 window: int, rows: int, total: int) -> list[int]:
+    """``ranked_ids`` on SQLite, ranked by FTS5 in C (``_RANK_C``, ``_FILL_C``): the same
+    rows, scores and order as ``_fts5_postings`` and ``_bm25_order`` give, only the ids
+    come back. The first statement matches the rows of an essential token; the other
+    tokens are phrases of its expression that match only where an essential one does, so
+    they add to those rows' scores and bring in no row. A token's document frequency is
+    its doclist's (FTS5's phrase query), as ``_fts5_postings`` counts an essential
+    token's from its instances and an other token's from ``fts5vocab``."""
+    avgdl = total / rows if total > 0 else 1.0
+    out: list[int] = []
+    if essential:
+        rare = _phrases(essential)
+        match = f"{rare} OR ({_phrases(others)} AND {rare})" if others else rare
+        out += [r[0] for r in conn.execute(_RANK_C.format(t=table), {
+            "match": match, "rows": rows, "avgdl": avgdl, "n": len(essential) + len(others)})]
+    if others and window > 0:
+        match = _phrases(others) + (f" NOT {_phrases(essential)}" if essential else "")
+        out += [r[0] for r in conn.execute(_FILL_C.format(t=table), {
+            "match": match, "rows": rows, "avgdl": avgdl, "n": len(others), "window": window})]
+    return out
 
 
 def _bm25_order(found: list[tuple[int, dict[int, int]]], sizes: Mapping[int, S],
