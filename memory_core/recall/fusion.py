@@ -125,7 +125,8 @@ class Scorer:
             ranks = cand.ranks
             if cand.rrf_ranks != len(ranks):
                 n_ranks = len(ranks)
-                if new_only and not DIRECT_LISTS.isdisjoint(ranks):
+                if new_only and not FEEDBACK_LISTS.isdisjoint(ranks) \
+                        and not DIRECT_LISTS.isdisjoint(ranks):
                     ranks = {n: r for n, r in ranks.items() if n not in FEEDBACK_LISTS}
                 cand.rrf = sum([rrf_weights.get(name, 0.0) / (k + rank)
                                 for name, rank in ranks.items()])
@@ -199,10 +200,11 @@ def apply_budget(ranked: list[Candidate], budget: Budget) -> tuple[list[Candidat
     reasons: dict[tuple[str, int], str] = {}
     tokens_left = budget.tokens
     for cand in ranked:
-        cost = estimate_tokens(cand.text)
         if len(kept) >= budget.items:
             reasons[cand.key] = "dropped: over the item budget"
-        elif cost > tokens_left:
+            continue
+        cost = estimate_tokens(cand.text)
+        if cost > tokens_left:
             reasons[cand.key] = "dropped: over the token budget"
         else:
             kept.append(cand)

@@ -44,10 +44,13 @@ class Graph(Generic[N]):
 
     def add_edge(self, a: N, b: N, weight: float = 1.0) -> bool:
         """Add (or strengthen) the edge a-b; False when a node could not be added."""
-        if a == b or not (self.add_node(a) and self.add_node(b)):
+        adj = self.adj
+        if a == b or ((a not in adj or b not in adj)
+                      and not (self.add_node(a) and self.add_node(b))):
             return False
-        self.adj[a][b] = self.adj[a].get(b, 0.0) + weight
-        self.adj[b][a] = self.adj[b].get(a, 0.0) + weight
+        to_b, to_a = adj[a], adj[b]
+        to_b[b] = to_b.get(b, 0.0) + weight
+        to_a[a] = to_a.get(a, 0.0) + weight
         return True
 
 
