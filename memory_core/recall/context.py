@@ -38,8 +38,8 @@ def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate], span: i
                 "ON et.turn_id = t.id CROSS JOIN episodes e ON e.id = et.episode_id WHERE "
                 f"t.id IN ({ranges}) AND {cond}", [*range_params, *params]):
             by_pos[(s_id, int(t_idx))] = int(e_id)
-    wanted = [(s, i + d) for s, i in spots for d in sorted(range(-span, span + 1), key=abs)
-              if d != 0]
+    offsets = [d for d in sorted(range(-span, span + 1), key=abs) if d != 0]
+    wanted = [(s, i + d) for s, i in spots for d in offsets]
     exclude = {c.row_id for c in top if c.kind == "episode"}
     ordered = [by_pos[w] for w in wanted if w in by_pos and by_pos[w] not in exclude]
     found = load_new(conn, "episode", scope, ordered, pool or {})
