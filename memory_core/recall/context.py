@@ -14,24 +14,14 @@ from memory_core.db.sqlite import Connection
 from memory_core.recall.candidates import Candidate, Scope, episode_filter, load_new
 
 
-def _positions(conn: Connection, tenant: str, uids: Sequence[str]) -> dict[str, tuple[str, int]]:
-    if not uids:
-        return {}
-    rows = conn.execute(
-        f"SELECT turn_uid, session_id, idx FROM turns WHERE tenant = ? AND turn_uid IN "
-        f"({','.join('?' * len(uids))})", [tenant, *uids]).fetchall()
-    return {r[0]: (r[1], int(r[2])) for r in rows}
-
-
 def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate], span: int,
                pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
     """Visible episodes next to ``top`` (best first), excluding ``top`` itself; those
-    ``pool`` holds already are its own objects, not read again."""
+    ``pool`` holds already are its own objects, not read again. Where the hits' turns sit
+    came with them (``Candidate.positions``)."""
     if span <= 0 or not top:
         return []
-    uids = [u for c in top for u in c.turn_uids]
-    pos = _positions(conn, scope.tenant, uids)
-    spots = list(dict.fromkeys(pos[u] for c in top for u in c.turn_uids if u in pos))
+    spots = list(dict.fromkeys(p for c in top for p in c.positions))
     cond, params = episode_filter(scope)
     by_pos: dict[tuple[str, int], int] = {}
     if spots:
@@ -48,8 +38,8 @@ def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate], span: i
                 "ON et.turn_id = t.id CROSS JOIN episodes e ON e.id = et.episode_id WHERE "
                 f"t.id IN ({ranges}) AND {cond}", [*range_params, *params]):
             by_pos[(s_id, int(t_idx))] = int(e_id)
-    wanted = [(s, i + d) for s, i in spots for d in sorted(range(-span, span + 1), key=abs)
-              if d != 0]
+    offsets = [d for d in sorted(range(-span, span + 1), key=abs) if d != 0]
+    wanted = [(s, i + d) for s, i in spots for d in offsets]
     exclude = {c.row_id for c in top if c.kind == "episode"}
     ordered = [by_pos[w] for w in wanted if w in by_pos and by_pos[w] not in exclude]
     found = load_new(conn, "episode", scope, ordered, pool or {})

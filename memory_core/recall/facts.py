@@ -184,7 +184,7 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
         "dense": _rank_value(cand.ranks, "belief_dense"),
         "graph": ppr, "confidence": float(cand.confidence or 0.0),
     }
-    total = sum(WEIGHTS[name] * value for name, value in comps.items())
+    total = sum([WEIGHTS[name] * value for name, value in comps.items()])
     if cand.status == CONFLICT:
         total *= CONFLICT_FACTOR
     fc.components = comps
@@ -194,8 +194,10 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
 def object_match(object_text: str, terms: AbstractSet[str]) -> float:
     """Share of the object's content words the query says (1: "call the plumber" for a
     query with "call" and "plumber")."""
+    if not terms:
+        return 0.0
     words = {stem(w) for w in query_terms(object_text)}
-    return len(words & terms) / len(words) if words and terms else 0.0
+    return len(words & terms) / len(words) if words else 0.0
 
 
 def relevant(fc: FactCandidate, open_slot: bool = True,
@@ -296,10 +298,11 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     for fc in scored:
         fc.cand.score = fc.score
         fc.cand.components = dict(fc.components)
-        same = (fc.cand.subject_id, fc.predicate, normalize_object(fc.object_text))
         if not answers[id(fc)]:
             reasons[fc.cand.key] = "dropped: not about the query"
-        elif same in seen:
+            continue
+        same = (fc.cand.subject_id, fc.predicate, normalize_object(fc.object_text))
+        if same in seen:
             reasons[fc.cand.key] = "dropped: the same fact ranks higher"
         elif len(kept) >= budget:
             reasons[fc.cand.key] = "dropped: over the fact budget"

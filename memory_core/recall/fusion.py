@@ -23,6 +23,8 @@ from memory_core.recall.query import TimeCue, names
 from memory_core.recall.strategy import DIRECT_LISTS, FEEDBACK_LISTS, RecallStrategy
 
 NO_TIME = TimeCue()
+# The components that depend on the candidate alone, in the order the explanation lists them.
+FIXED = ("recency", "confidence", "tier", "session", "time", "speaker")
 CAP_STEP = 1e-9  # how far below a session's weakest direct hit an expansion-only one lands
 DIVERSIFY_TOP = 60  # greedy re-ranking is quadratic; below this rank the order is kept
 # Per item, besides its text: the handle, kind and date the prompt line carries.
@@ -77,6 +79,10 @@ class Scorer:
         self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
         self._new_only = strategy.feedback_new_only
         self._named: dict[str, bool] = {}
+        self._has_time = bool(time)
+        weights = strategy.component_weights
+        (self._w_recency, self._w_confidence, self._w_tier, self._w_session, self._w_time,
+         self._w_speaker) = (weights.get(name, 0.0) for name in FIXED)
 
     def _speaker_named(self, speaker: str | None) -> bool:
         if speaker is None:
@@ -89,18 +95,20 @@ class Scorer:
     def _fix(self, cand: Candidate) -> None:
         """Compute the candidate's fixed components and their weighted sum (once)."""
         strat = self.strategy
-        comps = {
-            "recency": _recency(cand.occurred_at, self.reference, strat.recency_half_life_days),
-            "confidence": float(cand.confidence or 0.0),
-            "tier": float(strat.tier_values.get(cand.tier or "", 0.0)),
-            "session": 1.0 if self.session_id is not None
-            and cand.session_id == self.session_id else 0.0,
-            "time": self.time.matches(cand.occurred_at),
-            "speaker": 1.0 if self._speaker_named(cand.speaker) else 0.0,
-        }
-        weights = strat.component_weights
-        cand.fixed = comps
-        cand.fixed_sum = sum([weights.get(name, 0.0) * v for name, v in comps.items()])
+        recency = _recency(cand.occurred_at, self.reference, strat.recency_half_life_days)
+        confidence = float(cand.confidence or 0.0)
+        tier = float(strat.tier_values.get(cand.tier or "", 0.0))
+        session = 1.0 if self.session_id is not None and cand.session_id == self.session_id \
+            else 0.0
+        time = self.time.matches(cand.occurred_at) if self._has_time else 0.0
+        speaker = 1.0 if self._speaker_named(cand.speaker) else 0.0
+        cand.fixed = {"recency": recency, "confidence": confidence, "tier": tier,
+                      "session": session, "time": time, "speaker": speaker}
+        # Summed in FIXED order by sum(), as ever: a float sum depends on its order (and
+        # sum() adds floats differently from ``+`` on Python 3.12).
+        cand.fixed_sum = sum([self._w_recency * recency, self._w_confidence * confidence,
+                              self._w_tier * tier, self._w_session * session,
+                              self._w_time * time, self._w_speaker * speaker])
 
     def rank(self, pool: Iterable[Candidate], ppr_scores: Mapping[Node, float], *,
              explain: bool = True) -> list[Candidate]:
@@ -117,7 +125,8 @@ class Scorer:
             ranks = cand.ranks
             if cand.rrf_ranks != len(ranks):
                 n_ranks = len(ranks)
-                if new_only and not DIRECT_LISTS.isdisjoint(ranks):
+                if new_only and not FEEDBACK_LISTS.isdisjoint(ranks) \
+                        and not DIRECT_LISTS.isdisjoint(ranks):
                     ranks = {n: r for n, r in ranks.items() if n not in FEEDBACK_LISTS}
                 cand.rrf = sum([rrf_weights.get(name, 0.0) / (k + rank)
                                 for name, rank in ranks.items()])
@@ -191,10 +200,11 @@ def apply_budget(ranked: list[Candidate], budget: Budget) -> tuple[list[Candidat
     reasons: dict[tuple[str, int], str] = {}
     tokens_left = budget.tokens
     for cand in ranked:
-        cost = estimate_tokens(cand.text)
         if len(kept) >= budget.items:
             reasons[cand.key] = "dropped: over the item budget"
-        elif cost > tokens_left:
+            continue
+        cost = estimate_tokens(cand.text)
+        if cost > tokens_left:
             reasons[cand.key] = "dropped: over the token budget"
         else:
             kept.append(cand)
