@@ -83,29 +83,45 @@ def personalized_pagerank(adj: Mapping[N, Mapping[N, float]],
     out_weight = trans.sum(axis=0)
     dangling = out_weight <= 0
     if dangling.any():
-        # A node without edges only appears when the node budget ran out mid-edge: it hands
-        # its mass back to the seeds, so the restart term changes every step.
         trans[:, ~dangling] /= out_weight[~dangling]
-        scores = restart.copy()
-        for _ in range(iterations):
-            nxt = damping * (trans @ scores)
-            nxt += ((1.0 - damping) + damping * scores[dangling].sum()) * restart
-            delta = float(np.abs(nxt - scores).sum())
-            scores = nxt
-            if delta < tolerance:
-                break
-        return dict(zip(nodes, scores.tolist(), strict=True))
-    trans /= out_weight
-    # Without one the restart term is the same every step, and the steps do not depend on
-    # the convergence test: all of them go into the rows of ``walk`` (no allocation), then
-    # one vectorised test over every step finds where the loop above would have stopped.
-    # The numpy calls per step are most of the cost on recall's small graphs: three, each
-    # the cheapest form of the same arithmetic (``dot`` is the BLAS product ``@`` calls,
-    # with less dispatch; a vector of the damping multiplies faster than a float), so the
-    # scores are the same to the bit.
+        scores = _walk_with_dangling(trans, restart, dangling, damping, iterations, tolerance)
+    else:
+        trans /= out_weight
+        scores = _walk(trans, restart, damping, iterations, tolerance)
+    return dict(zip(nodes, scores.tolist(), strict=True))
+
+
+def _walk_with_dangling(trans: np.ndarray, restart: np.ndarray, dangling: np.ndarray,
+                        damping: float, iterations: int, tolerance: float) -> np.ndarray:
+    """Power iteration, tested after each step. A node without edges only appears when the
+    node budget ran out mid-edge: it hands its mass back to the seeds, so the restart term
+    changes every step."""
+    scores = restart.copy()
+    for _ in range(iterations):
+        nxt = damping * (trans @ scores)
+        nxt += ((1.0 - damping) + damping * scores[dangling].sum()) * restart
+        delta = float(np.abs(nxt - scores).sum())
+        scores = nxt
+        if delta < tolerance:
+            break
+    return scores
+
+
+def _walk(trans: np.ndarray, restart: np.ndarray, damping: float, iterations: int,
+          tolerance: float) -> np.ndarray:
+    """Power iteration without dangling nodes: the restart term is the same every step, and
+    the steps do not depend on the convergence test, so all of them go into the rows of
+    one array, then one vectorised test over every step finds where the stepwise loop
+    (``_walk_with_dangling``) would have stopped.
+
+    The numpy calls per step are most of the cost on recall's small graphs: three, each the
+    cheapest form of the same arithmetic (``dot`` is the BLAS product ``@`` calls, with less
+    dispatch; a vector of the damping multiplies faster than a float), so the scores are
+    those of the stepwise loop to the bit (``tests/test_recall_ppr.py``).
+    """
     base = (1.0 - damping) * restart
-    damp = np.full(len(nodes), damping)
-    walk = np.empty((iterations + 1, len(nodes)))
+    damp = np.full(len(restart), damping)
+    walk = np.empty((iterations + 1, len(restart)))
     walk[0] = restart
     for i in range(iterations):
         step = walk[i + 1]
@@ -114,5 +130,4 @@ def personalized_pagerank(adj: Mapping[N, Mapping[N, float]],
         np.add(step, base, out=step)
     deltas = np.add.reduce(np.abs(np.diff(walk, axis=0)), axis=1)
     converged = np.flatnonzero(deltas < tolerance)
-    last = int(converged[0]) + 1 if converged.size else iterations
-    return dict(zip(nodes, walk[last].tolist(), strict=True))
+    return walk[int(converged[0]) + 1 if converged.size else iterations]
