@@ -14,7 +14,8 @@ from memory_core.recall.ppr import Graph, personalized_pagerank
 
 def _stepwise(adj: dict[int, dict[int, float]], seeds: dict[int, float], damping: float,
               iterations: int, tolerance: float) -> dict[int, float]:
-    """The plain loop: one step, then the L1 test, stop when below ``tolerance``."""
+    """The plain loop: one step, then the L1 test, stop when below ``tolerance``; a node
+    without edges hands its mass back to the seeds."""
     nodes = list(adj)
     pos = {n: i for i, n in enumerate(nodes)}
     restart = np.zeros(len(nodes))
@@ -27,11 +28,12 @@ def _stepwise(adj: dict[int, dict[int, float]], seeds: dict[int, float], damping
         for nbr, w in nbrs.items():
             trans[pos[nbr], pos[node]] = w
     out_weight = trans.sum(axis=0)
-    trans[:, out_weight > 0] /= out_weight[out_weight > 0]
+    dangling = out_weight <= 0
+    trans[:, ~dangling] /= out_weight[~dangling]
     scores = restart.copy()
     for _ in range(iterations):
         nxt = damping * (trans @ scores)
-        nxt += (1.0 - damping) * restart
+        nxt += ((1.0 - damping) + damping * scores[dangling].sum()) * restart
         delta = float(np.abs(nxt - scores).sum())
         scores = nxt
         if delta < tolerance:
@@ -59,6 +61,19 @@ def test_the_walk_stops_where_the_stepwise_loop_stops(tolerance: float,
         got = personalized_pagerank(adj, seeds, damping=0.85, iterations=iterations,
                                     tolerance=tolerance)
         assert got == _stepwise(adj, seeds, 0.85, iterations, tolerance)  # bit for bit
+
+
+def test_a_node_left_without_edges_hands_its_mass_back_to_the_seeds() -> None:
+    # The node budget ran out mid-edge: node 3 was added, its neighbour was not.
+    graph: Graph[int] = Graph(4)
+    graph.add_edge(0, 1)
+    graph.add_edge(1, 2)
+    graph.add_node(3)
+    assert not graph.add_edge(3, 4)
+    seeds = {0: 1.0, 3: 0.5}
+    got = personalized_pagerank(graph.adj, seeds)
+    assert got == _stepwise(graph.adj, seeds, 0.85, 30, 1e-6)
+    assert got[3] > 0 and abs(sum(got.values()) - 1.0) < 1e-9
 
 
 def test_a_walk_already_at_rest_stops_after_one_step() -> None:

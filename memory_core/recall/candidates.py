@@ -41,9 +41,6 @@ class Candidate:
     confidence: float | None = None
     status: str | None = None
     turn_uids: tuple[str, ...] = ()
-    # Where each of an episode's or turn's ``turn_uids`` sits: (session_id, idx), loaded with
-    # it (the neighbours list reads them, never again).
-    positions: tuple[tuple[str, int], ...] = ()
     subject_id: str | None = None
     object_entity_id: str | None = None
     speaker: str | None = None  # who said the (first) turn it comes from
@@ -217,44 +214,39 @@ def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, C
 
 def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = episode_filter(scope)
-    # One row per turn of each episode, in turn order: its pointers, positions and first
-    # speaker come with it (two correlated subqueries per episode cost twice as much).
+    # One row per turn of each episode, in turn order: its pointers and first speaker come
+    # with it (two correlated subqueries per episode cost twice as much).
     rows = conn.execute(
         "SELECT e.id, e.episode_uid, e.text, e.occurred_at, e.session_id, e.tier, e.importance, "
-        "t.turn_uid, t.speaker, t.session_id, t.idx FROM episodes e NOT INDEXED LEFT JOIN "
-        "episode_turns et ON et.episode_id = e.id LEFT JOIN turns t ON t.id = et.turn_id "
+        "t.turn_uid, t.speaker FROM episodes e NOT INDEXED LEFT JOIN episode_turns et ON "
+        "et.episode_id = e.id LEFT JOIN turns t ON t.id = et.turn_id "
         f"WHERE e.id IN ({param_marks(len(ids))}) AND {cond} ORDER BY e.id, t.session_id, t.idx",
         [*ids, *params]).fetchall()
     out: dict[int, Candidate] = {}
-    uids: dict[int, list[str]] = {}
-    spots: dict[int, list[tuple[str, int]]] = {}
+    turns: dict[int, list[str]] = {}
     for r in rows:
         if r[0] not in out:
             out[r[0]] = Candidate(
                 kind="episode", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3],
                 session_id=r[4], tier=r[5], confidence=min(1.0, max(0.0, float(r[6]))),
                 speaker=r[8])
-            uids[r[0]] = []
-            spots[r[0]] = []
+            turns[r[0]] = []
         if r[7] is not None:
-            uids[r[0]].append(r[7])
-            spots[r[0]].append((r[9], int(r[10])))
-    for row_id, cand in out.items():
-        cand.turn_uids = tuple(uids[row_id])
-        cand.positions = tuple(spots[row_id])
+            turns[r[0]].append(r[7])
+    for row_id, uids in turns.items():
+        out[row_id].turn_uids = tuple(uids)
     return out
 
 
 def _load_turns(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
     cond, params = turn_filter(scope)
     rows = conn.execute(
-        "SELECT t.id, t.turn_uid, t.speaker, t.text, t.occurred_at, t.session_id, t.idx "
-        f"FROM turns t NOT INDEXED WHERE t.id IN ({param_marks(len(ids))}) AND {cond}",
+        "SELECT t.id, t.turn_uid, t.speaker, t.text, t.occurred_at, t.session_id FROM turns t "
+        f"NOT INDEXED WHERE t.id IN ({param_marks(len(ids))}) AND {cond}",
         [*ids, *params]).fetchall()
     return {r[0]: Candidate(
         kind="turn", row_id=r[0], uid=r[1], text=f"{r[2]}: {r[3]}", occurred_at=r[4],
-        session_id=r[5], turn_uids=(r[1],), positions=((r[5], int(r[6])),), speaker=r[2])
-        for r in rows}
+        session_id=r[5], turn_uids=(r[1],), speaker=r[2]) for r in rows}
 
 
 def merge(pool: dict[tuple[str, int], Candidate], list_name: str,

@@ -14,14 +14,24 @@ from memory_core.db.sqlite import Connection
 from memory_core.recall.candidates import Candidate, Scope, episode_filter, load_new
 
 
+def _positions(conn: Connection, tenant: str, uids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    if not uids:
+        return {}
+    rows = conn.execute(
+        f"SELECT turn_uid, session_id, idx FROM turns WHERE tenant = ? AND turn_uid IN "
+        f"({','.join('?' * len(uids))})", [tenant, *uids]).fetchall()
+    return {r[0]: (r[1], int(r[2])) for r in rows}
+
+
 def neighbours(conn: Connection, scope: Scope, top: Sequence[Candidate], span: int,
                pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
     """Visible episodes next to ``top`` (best first), excluding ``top`` itself; those
-    ``pool`` holds already are its own objects, not read again. Where the hits' turns sit
-    came with them (``Candidate.positions``)."""
+    ``pool`` holds already are its own objects, not read again."""
     if span <= 0 or not top:
         return []
-    spots = list(dict.fromkeys(p for c in top for p in c.positions))
+    uids = [u for c in top for u in c.turn_uids]
+    pos = _positions(conn, scope.tenant, uids)
+    spots = list(dict.fromkeys(pos[u] for c in top for u in c.turn_uids if u in pos))
     cond, params = episode_filter(scope)
     by_pos: dict[tuple[str, int], int] = {}
     if spots:
