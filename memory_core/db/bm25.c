@@ -1,5 +1,5 @@
 /* mnemo's keyword ranking in C: an SQLite loadable extension (not a Python module), built
-   at install time when a C compiler and sqlite3ext.h are there (pyproject.toml, optional),
+   at install time when a C compiler and sqlite3ext.h are there (setup.py, optional),
    loaded by db.sqlite.connect, used by recall.keyword.ranked_ids.
 
    mnemo_bm25(fts, rows, avgdl, nscored) is an FTS5 auxiliary function: bm25 over the first
