@@ -357,7 +357,9 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     channel)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
-    with read_snapshot(conn):  # every list reads the same state of the store
+    # Every list reads the same state of the store (a helper thread's dense lane, when
+    # MNEMO_RECALL_HELPER_THREADS gives one, reads on its own connection).
+    with read_snapshot(conn):
         scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
                       as_of=resolve_as_of(as_of), include_archive=strategy.include_archive)
         run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
