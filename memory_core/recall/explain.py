@@ -27,9 +27,10 @@ from memory_core.recall.candidates import Candidate
 # then its components' values) are float32s in one base64 string ("values"), and a row's
 # ``components`` is the index of its component names in "components" (a recall has two or
 # three such lists). Writing the numbers as JSON text took most of the log's CPU: 0.55 ms a
-# recall at 100k memories against 0.23 ms now, on the log writer's thread, which competes
-# with the next recall for the GIL. ``candidates`` reads every format back into the dicts
-# readers see (format 1: a dict per candidate; 2: rows with the components as JSON numbers).
+# recall at 100k memories against 0.23 ms now, which the recall pays on its own thread
+# (``Memory.recall``; see ``log_writer``). ``candidates`` reads every format back into the
+# dicts readers see (format 1: a dict per candidate; 2: rows with the components as JSON
+# numbers).
 LOG_FORMAT = 3
 # Format 2's component order (its rows hold the values in this order, null where missing).
 COMPONENTS = ("rrf", "ppr", "recency", "confidence", "tier", "session", "time", "speaker",
