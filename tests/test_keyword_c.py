@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from memory_core import Memory
-from memory_core.clock import to_db
 from memory_core.db import sqlite as db_sqlite
 from memory_core.db.sqlite import BM25_LOADED, atomic, bm25_extension, connect
 from memory_core.model.tenants import create_tenant
@@ -31,7 +30,7 @@ from memory_core.recall import keyword
 from memory_core.recall.keyword import TermPlan, ranked_ids
 from memory_core.settings import Settings
 from tests.conftest import service_unavailable
-from tests.helpers.memory import Store, day, make_store
+from tests.helpers.memory import Store, day, insert_episodes, make_store
 
 pytest_plugins = ("tests.helpers.recall_fixtures",)
 
@@ -76,12 +75,8 @@ def _write(conn: Any, tenant: str, texts: list[str], rng: random.Random) -> None
     count nowhere, in either path's document frequencies)."""
     rows = [(next(_ids), text) for text in texts]
     with atomic(conn):
-        conn.executemany(
-            "INSERT INTO episodes (id, tenant, episode_uid, session_id, tier, text, "
-            "occurred_at, importance, created_at, updated_at) VALUES (?, ?, ?, 's1', "
-            "'long_term', ?, ?, 0.5, ?, ?)",
-            [(i, tenant, f"{tenant}-{i}", text, to_db(day(i / 50)), to_db(day(i / 50)),
-              to_db(day(i / 50))) for i, text in rows])
+        insert_episodes(conn, [(i, tenant, f"{tenant}-{i}", text, day(i / 50))
+                               for i, text in rows])
         for i, _ in rows:
             if rng.random() < 0.05:
                 conn.execute("DELETE FROM episodes WHERE id = ?", (i,))

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memory_core.clock import to_db
 from memory_core.db import open_state
 from memory_core.db.stores import Database
 from memory_core.embedders import HashEmbedder
@@ -38,6 +39,17 @@ def make_store(data_dir: Path, tenants: tuple[str, ...] = ("t1",), dim: int = 32
     index = VectorIndex(HashEmbedder(dim=dim))
     index.ensure(db.conn)
     return Store(db, index)
+
+
+def insert_episodes(conn: Any, rows: list[tuple[int, str, str, str, datetime]]) -> None:
+    """Bare episode rows (id, tenant, uid, text, time), for the keyword-search tests: one
+    session, long-term tier, no turns or vectors; the full-text triggers index them."""
+    conn.executemany(
+        "INSERT INTO episodes (id, tenant, episode_uid, session_id, tier, text, occurred_at, "
+        "importance, created_at, updated_at) VALUES (?, ?, ?, 's1', 'long_term', ?, ?, 0.5, "
+        "?, ?)",
+        [(i, tenant, uid, text, to_db(at), to_db(at), to_db(at))
+         for i, tenant, uid, text, at in rows])
 
 
 BELIEF_COLUMNS = ("tenant", "belief_uid", "subject_id", "predicate", "object_text",

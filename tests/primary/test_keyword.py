@@ -18,7 +18,7 @@ from memory_core.db.pg_store import PgDatabase
 from memory_core.db.sqlite import atomic
 from memory_core.recall import keyword, search
 from memory_core.recall.candidates import Scope
-from tests.helpers.memory import Store, day, make_store
+from tests.helpers.memory import Store, day, insert_episodes, make_store
 from tests.helpers.primary import make_pg_store
 
 COMMON = ["porto", "friday", "river"]  # in most of t1's rows
@@ -47,12 +47,7 @@ def _write(store: Store) -> None:
             for i, text in enumerate(_texts(5, 600))]
     conn = store.conn
     with atomic(conn):
-        conn.executemany(
-            "INSERT INTO episodes (id, tenant, episode_uid, session_id, tier, text, "
-            "occurred_at, importance, created_at, updated_at) VALUES (?, ?, ?, 's1', "
-            "'long_term', ?, ?, 0.5, ?, ?)",
-            [(i, tenant, f"e{i}", text, to_db(day(i / 2)), to_db(day(i / 2)),
-              to_db(day(i / 2))) for i, tenant, text in rows])
+        insert_episodes(conn, [(i, tenant, f"e{i}", text, day(i / 2)) for i, tenant, text in rows])
 
 
 @pytest.fixture(scope="module")
