@@ -396,7 +396,8 @@ VARIABLES: tuple[_Var, ...] = (
     _Var("MNEMO_EMBED_QUANTIZE", "embed_quantize", _choice_parser("none", "int8"),
          "fastembed: int8 embeds with an int8 copy of the local model (made once from "
          "MNEMO_EMBED_MODEL_PATH into MNEMO_EMBED_CACHE_DIR, else <data dir>/models): "
-         "~0.6x the CPU per text, different vectors (a separate embedder identity)."),
+         "0.4-0.5x the CPU per text, different vectors (a separate embedder identity: "
+         "`mnemo memory reindex` to switch a store)."),
     _Var("MNEMO_HASH_DIM", "hash_dim", _int_parser(16, 4096),
          "Dimension of the hash embedder's vectors."),
     _Var("MNEMO_BROKER_URL", "broker_url", _broker_url,
