@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memory_core.db.sqlite import Connection
-from memory_core.recall.candidates import Candidate, Scope, episode_filter, load_new
+from memory_core.recall.candidates import Candidate, Scope, episode_filter, load_new, param_marks
 
 
 def _positions(conn: Connection, tenant: str, uids: Sequence[str]) -> dict[str, tuple[str, int]]:
     if not uids:
         return {}
     rows = conn.execute(
-        f"SELECT turn_uid, session_id, idx FROM turns WHERE tenant = ? AND turn_uid IN "
-        f"({','.join('?' * len(uids))})", [tenant, *uids]).fetchall()
+        "SELECT turn_uid, session_id, idx FROM turns WHERE tenant = ? AND turn_uid IN "
+        f"({param_marks(len(uids))})", [tenant, *uids]).fetchall()
     return {r[0]: (r[1], int(r[2])) for r in rows}
 
 
