@@ -14,15 +14,12 @@ import re
 from datetime import datetime
 from typing import Any
 
-from memory_core.clock import from_db
+from memory_core.clock import day_label, from_db
 from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import importance
 from memory_core.model.write_tx import WriteTx
 from memory_core.vocabulary import RECENT, WORKING
 
-# English month names, independent of the process locale (strftime's %B is not).
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")
 _EXPLICIT_RE = re.compile(r"\b(remember|don'?t forget|note that|keep in mind)\b", re.IGNORECASE)
 
 
@@ -46,7 +43,7 @@ def _day_label(occurred_at: str | datetime | None) -> str | None:
         at = from_db(occurred_at) if isinstance(occurred_at, str) else occurred_at
     except ValueError:
         return None
-    return f"{at.day} {_MONTHS[at.month - 1]} {at.year}"
+    return day_label(at)
 
 
 def is_explicit(text: str) -> bool:
