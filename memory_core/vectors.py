@@ -34,6 +34,11 @@ _IDENTITY = "embedder_identity"
 _DIM = "embedder_dim"
 GENERATION_KEY = _GENERATION = "vector_generation"  # meta key of the active generation
 _TARGET = "reindex_target"  # JSON {identity, dim, generation} while a reindex is under way
+# What the recorded generation's vectors embed (``embedded_text``). "2": episodes without
+# their day label; absent (an index built before it): "1", with it. Dense search works on
+# either; `mnemo memory reindex` rebuilds a "1" index into a "2" one.
+VECTOR_TEXT_KEY = _TEXT = "vector_text"
+VECTOR_TEXT = "2"
 
 
 def vec_table(base: str, generation: int) -> str:
@@ -95,10 +100,16 @@ class IndexState:
     active_identity: str
     active_dim: int
     reindex_target: dict[str, Any] | None
+    recorded_text: str = VECTOR_TEXT  # what the recorded vectors embed (``VECTOR_TEXT``)
 
     @property
     def match(self) -> bool:
         return self.recorded_identity == self.active_identity
+
+    @property
+    def text_current(self) -> bool:
+        """The recorded vectors embed what this version embeds (else reindex rebuilds them)."""
+        return self.recorded_text == VECTOR_TEXT
 
     @property
     def dense_enabled(self) -> bool:
@@ -130,15 +141,17 @@ class VectorIndex:
         self.embedder = embedder
 
     def state(self, conn: Connection) -> IndexState:
-        meta = _get_many(conn, _DIM, _GENERATION, _TARGET, _IDENTITY)
+        meta = _get_many(conn, _DIM, _GENERATION, _TARGET, _IDENTITY, _TEXT)
         dim, gen, target = meta.get(_DIM), meta.get(_GENERATION), meta.get(_TARGET)
+        identity = meta.get(_IDENTITY)
         return IndexState(
-            recorded_identity=meta.get(_IDENTITY),
+            recorded_identity=identity,
             recorded_dim=int(dim) if dim else None,
             generation=int(gen) if gen else None,
             active_identity=self.embedder.identity,
             active_dim=self.embedder.dim,
             reindex_target=json.loads(target) if target else None,
+            recorded_text=meta.get(_TEXT, "1") if identity is not None else VECTOR_TEXT,
         )
 
     def ensure(self, conn: Connection) -> IndexState:
@@ -153,6 +166,7 @@ class VectorIndex:
                 _set(conn, _IDENTITY, self.embedder.identity)
                 _set(conn, _DIM, str(self.embedder.dim))
                 _set(conn, _GENERATION, "1")
+                _set(conn, _TEXT, VECTOR_TEXT)
                 _create_tables(conn, 1, self.embedder.dim)
         return self.state(conn)
 
@@ -266,14 +280,16 @@ class VectorIndex:
     def reindex(self, conn: Connection, *, batch_size: int = 256,
                 progress: Callable[[str, int, int], None] | None = None) -> ReindexReport:
         """Re-embed every row with the active embedder into a new generation, then flip;
-        on a matching index, embed only the rows that have no vector.
+        on a matching index, embed only the rows that have no vector. An index of the
+        active embedder whose vectors embed an older text (``IndexState.text_current``) is
+        rebuilt like another embedder's, except that dense search stays on meanwhile.
 
         Idempotent (a complete current index is left alone) and resumable (a killed run
         continues with the same target, and filled rows stay filled). Rows written while it
         runs are picked up before the flip.
         """
         state = self.state(conn)
-        if state.match and state.generation is not None:
+        if state.match and state.generation is not None and state.text_current:
             with atomic(conn):  # a reindex for another embedder is abandoned
                 conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
                              (_TARGET,))
@@ -293,6 +309,7 @@ class VectorIndex:
                 _set(conn, _IDENTITY, target["identity"])
                 _set(conn, _DIM, str(target["dim"]))
                 _set(conn, _GENERATION, str(gen))
+                _set(conn, _TEXT, VECTOR_TEXT)
                 conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
                              (_TARGET,))
             break
