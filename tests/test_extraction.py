@@ -412,9 +412,25 @@ def test_gates_change_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
 
     texts = [c["text"] for c in _load_cases()] + _facts_chat_texts() + NOTHING
     gated = [extract_heuristic(_turn(t)) for t in texts]
-    monkeypatch.setattr(rules.Rule, "may_match", lambda self, present: True)
+    monkeypatch.setattr(rules, "rules_for", lambda negated, present: (
+        rules.NEGATION_RULES if negated else rules.POSITIVE_RULES))
     assert [extract_heuristic(_turn(t)) for t in texts] == gated
     assert sum(map(len, gated)) > 300  # the comparison covers many beliefs
+
+
+def test_the_gate_index_picks_exactly_the_rules_that_may_match() -> None:
+    from memory_core.extraction import rules
+    from memory_core.extraction.text import clauses
+
+    texts = [c["text"] for c in _load_cases()] + _facts_chat_texts() + NOTHING
+    texts.append("I moved to Zürich last year and I don't work at Café Nüsse any more.")
+    presents = {rules.present_gates(c) for t in texts for c in clauses(t)}
+    assert None in presents and len(presents) > 100  # non-ASCII clauses too
+    for negated in (False, True):
+        table = rules.NEGATION_RULES if negated else rules.POSITIVE_RULES
+        for present in presents:
+            assert list(rules.rules_for(negated, present)) == [
+                r for r in table if r.may_match(present)]
 
 
 # --- a change of value said without naming the old one (issue 12, item 1) -------------------

@@ -330,9 +330,7 @@ def _extract_sentence(sentence: str, anchor: datetime, referent: _Referent | Non
         if not gates.blocked:
             phrases = find_date_phrases(clause)
             present = rules.present_gates(clause)
-            for rule in rules.NEGATION_RULES if gates.negated else rules.POSITIVE_RULES:
-                if not rule.may_match(present):
-                    continue
+            for rule in rules.rules_for(gates.negated, present):
                 for match in rule.pattern.finditer(clause):
                     found.extend(_apply(rule, match, clause, phrases, anchor, explicit))
         referent.update(clause, found)
