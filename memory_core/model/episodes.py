@@ -29,9 +29,11 @@ def episode_uid(tenant: str, turn_uid: str) -> str:
 
 def episode_text(speaker: str, text: str, occurred_at: str | datetime | None = None) -> str:
     """``"[8 May 2023] <speaker>: <text>"``: the day it was said (UTC; stored-time text or an
-    aware datetime) makes a question naming a month or a year find it, by keyword and by
-    meaning (LoCoMo: +1.5-4 points of evidence R@10 for every retrieval method). Without a
-    readable time: ``"<speaker>: <text>"``."""
+    aware datetime) makes a question naming a month or a year find it by keyword (LoCoMo:
+    +1.5-4 points of evidence R@10 for every retrieval method). The vector leaves the day
+    out (``vectors.embedded_text``: with recall's ``time`` component, LoCoMo R@10 0.701 ->
+    0.707 without it, and ~14% less model work). Without a readable time:
+    ``"<speaker>: <text>"``."""
     day = _day_label(occurred_at)
     return f"[{day}] {speaker}: {text}" if day else f"{speaker}: {text}"
 
