@@ -6,17 +6,11 @@ text order is time order in SQL comparisons and indexes. Naive datetimes are ref
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from memory_core.errors import InvalidInputError
 
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-# English month names, independent of the process locale (strftime's %B is not).
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")
-# ``"[8 May 2023] "`` at the start of a text: the label ``day_label`` makes, bracketed.
-DAY_LABEL_PREFIX_RE = re.compile(rf"\[\d{{1,2}} (?:{'|'.join(MONTHS)}) \d{{4}}\] ")
 
 
 def utcnow() -> datetime:
@@ -46,11 +40,6 @@ def from_db(text: str) -> datetime:
     if len(text) == 27 and text[10] == "T" and text[19] == "." and text[26] == "Z":
         return datetime.fromisoformat(text[:26]).replace(tzinfo=UTC)
     return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
-
-
-def day_label(at: datetime) -> str:
-    """The day of ``at`` (aware, UTC) for people and for search: ``8 May 2023``."""
-    return f"{at.day} {MONTHS[at.month - 1]} {at.year}"
 
 
 def to_display(value: datetime) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_core.db.stores import Database
-from memory_core.vectors import VECTOR_TEXT, VectorIndex
+from memory_core.vectors import VectorIndex
 
 COUNTED_TABLES = ("tenants", "turns", "episodes", "entities", "beliefs", "tombstones")
 
@@ -40,11 +40,6 @@ def memory_status(state: Database, index: VectorIndex) -> dict[str, Any]:
         },
         "dense_search": dense,
         "vector_generation": st.generation,
-        # "1": an index built before episodes were embedded without their day label;
-        # `mnemo memory reindex` rebuilds it (dense search works on either meanwhile).
-        "vector_text": None if st.recorded_identity is None else {
-            "recorded": st.recorded_text, "current": VECTOR_TEXT,
-            "rebuild": None if st.text_current else "run `mnemo memory reindex`"},
         "reindex_in_progress": st.reindex_target is not None,
         "missing_vectors": sum(t["missing"] or 0 for t in tables.values()),
         "tables": tables,

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from memory_core.clock import DAY_LABEL_PREFIX_RE
 from memory_core.db import pg_vectors
 from memory_core.db.dialect import is_postgres
 from memory_core.db.schema_state import VECTOR_BASES
@@ -34,31 +33,12 @@ _IDENTITY = "embedder_identity"
 _DIM = "embedder_dim"
 GENERATION_KEY = _GENERATION = "vector_generation"  # meta key of the active generation
 _TARGET = "reindex_target"  # JSON {identity, dim, generation} while a reindex is under way
-# What the recorded generation's vectors embed (``embedded_text``). "2": episodes without
-# their day label; absent (an index built before it): "1", with it. Dense search works on
-# either; `mnemo memory reindex` rebuilds a "1" index into a "2" one.
-VECTOR_TEXT_KEY = _TEXT = "vector_text"
-VECTOR_TEXT = "2"
 
 
 def vec_table(base: str, generation: int) -> str:
     if base not in VECTOR_BASES:
         raise ValueError(f"no vectors for table {base!r}")
     return f"{base}_vec_g{int(generation)}"
-
-
-def embedded_text(base: str, text: str) -> str:
-    """What the vector of a ``base`` row with stored ``text`` embeds: the text, except an
-    episode's leading day label (``"[8 May 2023] "``, ``model.episodes.episode_text``).
-
-    The day stays in the stored text, so keyword search finds a month or a year a query
-    names, and the ``time`` component scores it from ``occurred_at``; in the vector it only
-    dilutes the meaning with ~6 tokens of date (all-MiniLM-L6-v2, LoCoMo: 44 -> 38 tokens a
-    turn, ~14% of the model's work). Every path that embeds a row (the write path,
-    reconsolidation, ``reindex``) embeds this, so a row's vector is the same whichever wrote it.
-    """
-    label = DAY_LABEL_PREFIX_RE.match(text) if base == "episodes" else None
-    return text[label.end():] if label else text
 
 
 def _get(conn: Connection, key: str) -> str | None:
@@ -100,16 +80,10 @@ class IndexState:
     active_identity: str
     active_dim: int
     reindex_target: dict[str, Any] | None
-    recorded_text: str = VECTOR_TEXT  # what the recorded vectors embed (``VECTOR_TEXT``)
 
     @property
     def match(self) -> bool:
         return self.recorded_identity == self.active_identity
-
-    @property
-    def text_current(self) -> bool:
-        """The recorded vectors embed what this version embeds (else reindex rebuilds them)."""
-        return self.recorded_text == VECTOR_TEXT
 
     @property
     def dense_enabled(self) -> bool:
@@ -141,17 +115,15 @@ class VectorIndex:
         self.embedder = embedder
 
     def state(self, conn: Connection) -> IndexState:
-        meta = _get_many(conn, _DIM, _GENERATION, _TARGET, _IDENTITY, _TEXT)
+        meta = _get_many(conn, _DIM, _GENERATION, _TARGET, _IDENTITY)
         dim, gen, target = meta.get(_DIM), meta.get(_GENERATION), meta.get(_TARGET)
-        identity = meta.get(_IDENTITY)
         return IndexState(
-            recorded_identity=identity,
+            recorded_identity=meta.get(_IDENTITY),
             recorded_dim=int(dim) if dim else None,
             generation=int(gen) if gen else None,
             active_identity=self.embedder.identity,
             active_dim=self.embedder.dim,
             reindex_target=json.loads(target) if target else None,
-            recorded_text=meta.get(_TEXT, "1") if identity is not None else VECTOR_TEXT,
         )
 
     def ensure(self, conn: Connection) -> IndexState:
@@ -166,7 +138,6 @@ class VectorIndex:
                 _set(conn, _IDENTITY, self.embedder.identity)
                 _set(conn, _DIM, str(self.embedder.dim))
                 _set(conn, _GENERATION, "1")
-                _set(conn, _TEXT, VECTOR_TEXT)
                 _create_tables(conn, 1, self.embedder.dim)
         return self.state(conn)
 
@@ -280,16 +251,14 @@ class VectorIndex:
     def reindex(self, conn: Connection, *, batch_size: int = 256,
                 progress: Callable[[str, int, int], None] | None = None) -> ReindexReport:
         """Re-embed every row with the active embedder into a new generation, then flip;
-        on a matching index, embed only the rows that have no vector. An index of the
-        active embedder whose vectors embed an older text (``IndexState.text_current``) is
-        rebuilt like another embedder's, except that dense search stays on meanwhile.
+        on a matching index, embed only the rows that have no vector.
 
         Idempotent (a complete current index is left alone) and resumable (a killed run
         continues with the same target, and filled rows stay filled). Rows written while it
         runs are picked up before the flip.
         """
         state = self.state(conn)
-        if state.match and state.generation is not None and state.text_current:
+        if state.match and state.generation is not None:
             with atomic(conn):  # a reindex for another embedder is abandoned
                 conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
                              (_TARGET,))
@@ -309,7 +278,6 @@ class VectorIndex:
                 _set(conn, _IDENTITY, target["identity"])
                 _set(conn, _DIM, str(target["dim"]))
                 _set(conn, _GENERATION, str(gen))
-                _set(conn, _TEXT, VECTOR_TEXT)
                 conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
                              (_TARGET,))
             break
@@ -342,7 +310,7 @@ class VectorIndex:
             ).fetchall()
             if not rows:
                 return done
-            vectors = self.embedder.embed([embedded_text(base, r[2]) for r in rows])  # no tx
+            vectors = self.embedder.embed([r[2] for r in rows])  # outside the transaction
             with atomic(conn):
                 conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r[0],) for r in rows])
                 conn.executemany(
@@ -368,7 +336,7 @@ class VectorIndex:
             if not rows:
                 break
             after = rows[-1][0]
-            vectors = self.embedder.embed([embedded_text(base, r[2]) for r in rows])  # no tx
+            vectors = self.embedder.embed([r[2] for r in rows])  # outside the transaction
             with atomic(conn):
                 # A writer may have stored or changed a row since it was read: leave it.
                 items = [(r[0], r[1], _blob(v, conn)) for r, v in zip(rows, vectors, strict=True)

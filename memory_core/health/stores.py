@@ -102,10 +102,4 @@ def check_embedder(env: HealthEnv) -> Check:
         return Check("embedder", DEGRADED,
                      f"{sum(missing.values())} row(s) have no vector ({listed}): dense search "
                      "does not find them; run `mnemo memory reindex` to fill them", detail)
-    if not st.text_current:
-        # Not a fault: dense search works. Said, so an operator can choose when to pay for it.
-        detail["vector_text"] = st.recorded_text
-        return Check("embedder", OK, f"{st.active_identity} matches the data; its vectors "
-                     "predate episodes embedded without their day label: `mnemo memory "
-                     "reindex` rebuilds them (dense search stays on meanwhile)", detail)
     return Check("embedder", OK, f"{st.active_identity} matches the data", detail)

@@ -43,7 +43,6 @@ from memory_core.maintenance.partitions import (
     save_progress,
 )
 from memory_core.model.write_tx import Embeds, WriteTx
-from memory_core.vectors import embedded_text
 
 JOB = "global_reconsolidation"
 PHASES = ("entities", "beliefs", "episodes", "counts", "reindex", "done")
@@ -235,9 +234,8 @@ def _episodes(run: _Run) -> None:
             return _advance(run)
         embeds = Embeds(run.env.index)
         plans = _plans(run, days)
-        embeds.prepare([embedded_text("episodes", t) for t in (
-            [p.fields.text for p in plans if p.fields.text != p.survivor.fields.text]
-            + [t for _, _, t in _episode_vectors(run, plans)])])
+        embeds.prepare([p.fields.text for p in plans if p.fields.text != p.survivor.fields.text]
+                       + [t for _, _, t in _episode_vectors(run, plans)])
         with atomic(run.conn):
             plans = _plans(run, days)  # as they are now
             for plan in plans:

@@ -37,7 +37,7 @@ from memory_core.settings import Settings
 # State tables the copy leaves out: the primary's own bookkeeping, and the full-text
 # statistics its triggers rebuild from the copied rows (and which step 3 compares).
 SKIP = frozenset({"meta", "schema_migrations", "fts_stats"})
-META_KEYS = ("embedder_identity", "embedder_dim", "vector_generation", "vector_text", "fts_tokens")
+META_KEYS = ("embedder_identity", "embedder_dim", "vector_generation", "fts_tokens")
 
 Progress = Callable[[str], None]
 

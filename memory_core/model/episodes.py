@@ -14,12 +14,15 @@ import re
 from datetime import datetime
 from typing import Any
 
-from memory_core.clock import day_label, from_db
+from memory_core.clock import from_db
 from memory_core.db.sqlite import Connection, inserted_id
 from memory_core.model.belief_rules import importance
 from memory_core.model.write_tx import WriteTx
 from memory_core.vocabulary import RECENT, WORKING
 
+# English month names, independent of the process locale (strftime's %B is not).
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
 _EXPLICIT_RE = re.compile(r"\b(remember|don'?t forget|note that|keep in mind)\b", re.IGNORECASE)
 
 
@@ -29,11 +32,9 @@ def episode_uid(tenant: str, turn_uid: str) -> str:
 
 def episode_text(speaker: str, text: str, occurred_at: str | datetime | None = None) -> str:
     """``"[8 May 2023] <speaker>: <text>"``: the day it was said (UTC; stored-time text or an
-    aware datetime) makes a question naming a month or a year find it by keyword (LoCoMo:
-    +1.5-4 points of evidence R@10 for every retrieval method). The vector leaves the day
-    out (``vectors.embedded_text``: with recall's ``time`` component, LoCoMo R@10 0.701 ->
-    0.707 without it, and ~14% less model work). Without a readable time:
-    ``"<speaker>: <text>"``."""
+    aware datetime) makes a question naming a month or a year find it, by keyword and by
+    meaning (LoCoMo: +1.5-4 points of evidence R@10 for every retrieval method). Without a
+    readable time: ``"<speaker>: <text>"``."""
     day = _day_label(occurred_at)
     return f"[{day}] {speaker}: {text}" if day else f"{speaker}: {text}"
 
@@ -45,7 +46,7 @@ def _day_label(occurred_at: str | datetime | None) -> str | None:
         at = from_db(occurred_at) if isinstance(occurred_at, str) else occurred_at
     except ValueError:
         return None
-    return day_label(at)
+    return f"{at.day} {_MONTHS[at.month - 1]} {at.year}"
 
 
 def is_explicit(text: str) -> bool:

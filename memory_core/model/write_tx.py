@@ -18,7 +18,7 @@ import numpy as np
 
 from memory_core.clock import to_db, utcnow
 from memory_core.db.sqlite import Connection, atomic
-from memory_core.vectors import VectorIndex, embedded_text
+from memory_core.vectors import VectorIndex
 
 
 class Embeds:
@@ -98,9 +98,8 @@ class WriteTx:
                 self.index.delete(self.conn, base, sorted(rowids))
         for base, items in self.vec_upserts.items():
             if items:
-                self.index.upsert(conn, base, [
-                    (rowid, self.tenant, self.embeds.get(embedded_text(base, text)))
-                    for rowid, text in items.items()])
+                self.index.upsert(conn, base, [(rowid, self.tenant, self.embeds.get(text))
+                                               for rowid, text in items.items()])
         self.count_deltas.clear()
         self.outbox.clear()
         self.vec_deletes.clear()

@@ -41,7 +41,7 @@ from memory_core.model.turns import (
     insert_turn,
 )
 from memory_core.model.write_tx import Embeds, WriteTx, write_tx
-from memory_core.vectors import VectorIndex, embedded_text
+from memory_core.vectors import VectorIndex
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,7 @@ def _prepare(conn: Connection, index: VectorIndex,
     texts: list[str] = []
     for t, checked in work:
         if with_episodes:
-            texts.append(embedded_text("episodes", episodes.episode_text(
-                t.speaker, t.text, t.occurred_at)))
+            texts.append(episodes.episode_text(t.speaker, t.text, t.occurred_at))
         texts.extend(predicted_texts(conn, t.tenant, [(c, t.speaker) for c in checked]))
     embeds.prepare(texts)
     return embeds

@@ -63,10 +63,6 @@ def status(obj: Ctx, as_json: bool) -> None:
     if report["missing_vectors"]:
         click.echo(f"missing vectors   {report['missing_vectors']} (run `mnemo memory "
                    "reindex` to fill them)")
-    text = report["vector_text"]
-    if text is not None and text["rebuild"]:
-        click.echo(f"vector text       {text['recorded']}, older than {text['current']} (episodes "
-                   "embedded with their day; `mnemo memory reindex` rebuilds them)")
     click.echo("")
     emit_table(["table", "rows", "vectors", "missing"],
                [[name, t["rows"], _dash(t["vectors"]), _dash(t["missing"])]
@@ -89,10 +85,7 @@ def reindex(obj: Ctx, batch_size: int, as_json: bool, quiet: bool) -> None:
 
     When the recorded embedder differs, builds a new vector generation beside the old one
     and switches to it in one transaction; recall stays keyword-only until it ends. When it
-    matches, embeds only the rows that have no vector (see `mnemo memory status`), unless
-    the vectors were built by an older mnemo that embedded each episode with its day
-    (`vector_text` 1 in `mnemo memory status`): then it rebuilds them into a new generation
-    the same way, with dense search on throughout.
+    matches, embeds only the rows that have no vector (see `mnemo memory status`).
     Idempotent (a complete current index is left alone) and resumable: if it is killed,
     run it again and it continues where it stopped. Progress (rows embedded per table,
     rate, ETA) goes to stderr; --quiet or --json silence it.

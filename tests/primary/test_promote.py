@@ -14,11 +14,9 @@ from click.testing import CliRunner
 from memory_core.chat.memory import Memory
 from memory_core.db import migrate_stores, open_state
 from memory_core.db.pg_store import PgDatabase
-from memory_core.embedders import HashEmbedder
 from memory_core.errors import StoreError
 from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
-from memory_core.vectors import VectorIndex
 from memory_core.write.pipeline import process_turns
 from scripts.cli import main
 from tests.helpers.memory import belief_table, day, make_store
@@ -92,8 +90,6 @@ def test_promote_refuses_drift_then_switches_the_memory(tmp_path: Path, primary_
             "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'mnemo_primary' AND "
             "relname IN ('episodes', 'episodes_fts_p', 'turns_fts_p') AND last_vacuum IS NOT "
             "NULL AND last_analyze IS NOT NULL").fetchone() == (3,)
-        # What the vectors embed comes along: the primary does not ask for a rebuild.
-        assert VectorIndex(HashEmbedder(dim=32)).state(state.conn).text_current
         assert "INCLUDE (tf, len)" in state.conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = 'mnemo_primary' AND "
             "indexname = 'episodes_fts_p_pkey'").fetchone()[0]
