@@ -49,7 +49,6 @@ from memory_core.extraction.lexicon import (
     WE_HAVE,
     GateScan,
     alt,
-    gate_open,
     lex,
     required_literals,
 )
@@ -87,11 +86,6 @@ class Rule:
     def gate(self) -> frozenset[str]:
         """Lowercase strings one of which any match contains (empty: always run)."""
         return required_literals(self.source)
-
-    def may_match(self, present: frozenset[str] | None) -> bool:
-        """False when the clause cannot match: none of the gate strings is ``present`` in it
-        (``present_gates``; None: unknown, run the rule)."""
-        return gate_open(self.gate, present)
 
 
 def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
@@ -538,9 +532,10 @@ def _gate_index(negated: bool) -> tuple[tuple[Rule, ...], tuple[int, ...],
 
 def rules_for(negated: bool, present: frozenset[str] | None) -> Sequence[Rule]:
     """The rules of the negated or the positive table that may match a clause holding the
-    gate strings ``present`` (``present_gates``), in table order: those for which
-    ``Rule.may_match(present)`` holds, found from the gate strings instead of asking each
-    of the ~120 rules (a few index lookups a clause)."""
+    gate strings ``present`` (``present_gates``), in table order: those whose gate is open
+    (``lexicon.gate_open(rule.gate, present)``: a rule none of whose gate strings is in the
+    clause cannot match it), found from the gate strings instead of asking each of the ~120
+    rules (a few index lookups a clause)."""
     table, always, by_gate = _gate_index(negated)
     if present is None:
         return table
