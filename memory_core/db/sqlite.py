@@ -19,6 +19,7 @@ import itertools
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +29,7 @@ import structlog
 from memory_core.db import fts as fts_index
 from memory_core.db.dialect import is_postgres
 from memory_core.db.faults import store_error
+from memory_core.db.writer_lock import forget, writer_lock
 from memory_core.errors import StoreError
 
 # The type of every connection the factory opens. At run time it is the chosen module's
@@ -196,6 +198,9 @@ def _connection_class(mod: ModuleType) -> type:
         def close(self) -> None:
             with _open_close:
                 super().close()
+            done = getattr(self, "writer_queue_done", None)
+            if done is not None:
+                done()  # once: a weakref.finalize
 
     return Connection
 
@@ -210,18 +215,26 @@ def inserted_id(cur: sqlite3.Cursor) -> int:
 
 @contextlib.contextmanager
 def write_lock(conn: Connection) -> Iterator[None]:
-    """Hold this process's lock on the connection's file around a write.
+    """Hold this process's lock on the connection's file, then the writers' queue of all
+    processes (``writer_lock``), around a write.
 
     SQLite's busy handler sleeps at least a millisecond when another connection holds the
     write lock; threads of one process (worker threads, consumers, the lease keeper) queue on
-    this lock instead and wake as soon as it is free. Other processes still meet SQLite's
-    lock. Waits at most the busy timeout, then goes on without it (never a deadlock).
+    the in-process lock instead and wake as soon as it is free, and processes queue on an
+    ``flock`` the kernel hands on at once. Each waits at most the busy timeout, then goes on
+    without it (never a deadlock); SQLite's lock still guards the data.
     """
     lock = getattr(conn, "write_lock", None)
-    got = lock.acquire(timeout=getattr(conn, "busy_timeout_s", 5.0)) if lock else False
+    timeout_s = getattr(conn, "busy_timeout_s", 5.0)
+    got = lock.acquire(timeout=timeout_s) if lock else False
+    # Only the holder of the in-process lock may take the queue: its descriptors are shared.
+    queue = getattr(conn, "writer_queue", None) if got else None
+    queued = queue.acquire(timeout_s) if queue is not None else False
     try:
         yield
     finally:
+        if queued:
+            queue.release()  # type: ignore[union-attr]
         if got:
             lock.release()  # type: ignore[union-attr]
 
@@ -252,6 +265,8 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
             )
         if not readonly:
             conn.write_lock = _file_lock(path)
+            conn.writer_queue = writer_lock(path)
+            conn.writer_queue_done = weakref.finalize(conn, forget, conn.writer_queue)
             conn.busy_timeout_s = busy_timeout_ms / 1000
     except (OSError, mod.Error) as e:
         raise StoreError(
