@@ -42,6 +42,7 @@ from memory_core.log import configure_logging
 from memory_core.settings import Settings
 from workers.actors import declare_actors
 from workers.context import LazyContext, WorkerContext, warm_extractor
+from workers.lookahead import embed_ahead
 from workers.middleware import Heartbeats, install_log_redaction, worker_middleware
 
 log = structlog.get_logger("mnemo.worker")
@@ -153,6 +154,7 @@ def run_worker_process(settings: Settings, threads: int, grace_s: float = DEFAUL
         log.error("worker_refused", pid=os.getpid(), error=type(e).__name__, reason=str(e))
         sys.exit(1)
     broker = build_worker_broker(settings, context=context, **(broker_options or {}))
+    embed_ahead(broker, context.get().index.embedder, settings)
     try:
         serve(settings, broker, stop, threads=threads, grace_s=grace_s)
     finally:

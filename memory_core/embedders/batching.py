@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +58,7 @@ class _Request:
     done: threading.Event = field(default_factory=threading.Event)
     rows: np.ndarray | None = None
     error: BaseException | None = None
+    ahead: bool = False  # a ``prefetch``: no caller waits; its rows are kept for one
 
 
 class BatchingEmbedder(WrappingEmbedder):
@@ -89,6 +90,8 @@ class BatchingEmbedder(WrappingEmbedder):
         self.callers = callers
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
+        self._ahead: dict[str, _Request] = {}  # texts of prefetches not yet run
+        self._ready: OrderedDict[str, np.ndarray] = OrderedDict()  # prefetched rows, oldest first
         self._dispatcher: threading.Thread | None = None
         self._closed = False
         self.batches = 0  # batches run, texts embedded, model calls: logged at close
@@ -97,11 +100,59 @@ class BatchingEmbedder(WrappingEmbedder):
         self.sizes: Counter[int] = Counter()  # batches by their number of texts
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` in the next batch; see :meth:`Embedder.embed`. Blocks until done."""
+        """Embed ``texts`` in the next batch; see :meth:`Embedder.embed`. Blocks until done.
+        Texts prefetched (``prefetch``) are taken from there, waiting for their batch if it
+        has not run yet."""
         items = check_texts(texts)
         if not items or self.window_s == 0 \
                 or threading.current_thread() is self._dispatcher:
             return self.inner.embed(items)
+        found = self._take_prefetched(items)
+        missing = [t for t in dict.fromkeys(items) if t not in found]
+        if missing:
+            rows = self._submit(missing)
+            found.update(zip(missing, rows, strict=True))
+        return np.stack([found[t] for t in items])
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start embedding ``texts`` that an ``embed`` call will ask for soon (a worker's
+        consumer thread calls it for the messages it has leased, so the model gets batches
+        as large as the messages waiting, not as the threads running). Returns at once; the
+        rows are kept for the next ``embed`` of the same text (at most ``4 * max_texts``
+        texts, oldest dropped first). Nothing to do with batching off or after ``close``."""
+        items = check_texts(texts)
+        if not items or self.window_s == 0:
+            return
+        with self._cond:
+            if self._closed:
+                return
+            new = [t for t in dict.fromkeys(items) if t not in self._ahead and t not in self._ready]
+            if not new:
+                return
+            request = _Request(new, ahead=True)
+            for text in new:
+                self._ahead[text] = request
+            self._start_dispatcher()
+            self._pending.append(request)
+            self._cond.notify_all()
+
+    def _take_prefetched(self, items: list[str]) -> dict[str, np.ndarray]:
+        """The rows of ``items`` that were prefetched (waiting for a batch still to run)."""
+        with self._cond:
+            if not self._ahead and not self._ready:
+                return {}
+            waits = {self._ahead[t] for t in items if t in self._ahead}
+        for request in waits:
+            self._wait(request)
+        found: dict[str, np.ndarray] = {}
+        with self._cond:
+            for text in items:
+                row = self._ready.pop(text, None)
+                if row is not None:
+                    found[text] = row
+        return found
+
+    def _submit(self, items: list[str]) -> np.ndarray:
         request = _Request(items)
         with self._cond:
             closed = self._closed
@@ -111,14 +162,19 @@ class BatchingEmbedder(WrappingEmbedder):
                 self._cond.notify_all()
         if closed:
             return self.inner.embed(items)
-        while not request.done.wait(_WATCH_S):
-            with self._cond:  # a dispatcher that died (SystemExit, ...) is replaced
-                if request in self._pending:
-                    self._start_dispatcher()
+        self._wait(request)
         if request.error is not None:
             raise request.error
         assert request.rows is not None
         return request.rows
+
+    def _wait(self, request: _Request) -> None:
+        while not request.done.wait(_WATCH_S):
+            with self._cond:  # a dispatcher that died (SystemExit, ...) is replaced
+                if request in self._pending:
+                    self._start_dispatcher()
+                elif self._closed and self._dispatcher is None:
+                    return  # closed with it queued: the caller embeds what it lacks
 
     def close(self) -> None:
         """Run what is queued, stop the dispatcher; later calls embed directly."""
@@ -168,7 +224,9 @@ class BatchingEmbedder(WrappingEmbedder):
             return batch
 
     def _full(self) -> bool:
-        if self.callers is not None and len(self._pending) >= self.callers:
+        # Every thread that can call is waiting (a prefetch is nobody waiting).
+        if self.callers is not None \
+                and sum(not r.ahead for r in self._pending) >= self.callers:
             return True
         return sum(len(r.texts) for r in self._pending) >= self.max_texts
 
@@ -201,9 +259,26 @@ class BatchingEmbedder(WrappingEmbedder):
                     if request.error is e:
                         request.error = _stopped(e)
         finally:
+            self._keep_prefetched([r for r in batch if r.ahead])
             for request in batch:
                 if request.rows is not None or request.error is not None:
                     request.done.set()
+
+    def _keep_prefetched(self, done: list[_Request]) -> None:
+        """Rows of prefetches that ran, kept for the ``embed`` that asks for them (a failed
+        prefetch keeps nothing: that ``embed`` runs the texts again, and gets the error)."""
+        if not done:
+            return
+        with self._cond:
+            for request in done:
+                for i, text in enumerate(request.texts):
+                    if self._ahead.get(text) is request:
+                        del self._ahead[text]
+                    if request.rows is not None:
+                        self._ready[text] = request.rows[i]
+                        self._ready.move_to_end(text)
+            while len(self._ready) > 4 * self.max_texts:
+                self._ready.popitem(last=False)
 
     def _embed_runs(self, texts: list[str]) -> np.ndarray:
         """``inner.embed(texts)``, called once per run of texts of similar length."""
