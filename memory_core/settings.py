@@ -387,9 +387,11 @@ VARIABLES: tuple[_Var, ...] = (
          "Texts per embedding batch (default: the embedder's own)."),
     _Var("MNEMO_EMBED_BATCH_WINDOW_MS", "embed_batch_window_ms", _int_parser(0, 1000),
          "Worker: how long the first embedding request waits for other threads' requests to "
-         "share its batch (0: every call embeds on its own)."),
+         "share its batch (0: every call embeds on its own, and nothing is embedded ahead)."),
     _Var("MNEMO_EMBED_BATCH_MAX_TEXTS", "embed_batch_max_texts", _int_parser(1, 4096),
-         "Worker: a shared embedding batch runs at once when this many texts are waiting."),
+         "Worker: a shared embedding batch runs at once when this many texts are waiting; "
+         "with a semantic model, also how many turn messages a worker process leases ahead "
+         "and starts embedding before a thread takes them."),
     _Var("MNEMO_EMBED_THREADS", "embed_threads", _int_parser(1, 256),
          "fastembed: CPU threads per model run (default: all cores); 1 suits a pool of "
          "several worker processes."),

@@ -11,8 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import Memory
-from memory_core.brokers import make_broker
 from memory_core.db import open_state
 from memory_core.db.stores import Database
 from memory_core.embedders import FastEmbedEmbedder
@@ -24,11 +22,9 @@ from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
 from memory_core.write import pipeline
 from tests.conftest import shared_model_path
-from tests.helpers.post_turn import turn
-from tests.helpers.queue_env import wait_for
+from tests.helpers.post_turn import through_a_pool, turn
 from tests.test_embed_batching import Recording
 from workers.lookahead import embed_ahead, episode_text_of
-from workers.pool import WorkerPool
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -174,21 +170,9 @@ def test_a_worker_pool_embeds_ahead_in_batches_larger_than_its_threads(
                                  embed_threads=1, log_level="info", log_format="json")
     state = open_state(settings)
     create_tenant(state.conn, "t1")
-    pool = WorkerPool(settings, processes=1, threads=1, grace_s=5)
-    pool.start()
-    broker = make_broker(settings)
     turns = [turn(i) for i in range(40)]
-    try:
-        with Memory.open(settings) as mem:
-            for t in turns:
-                mem.after_turn(t)
-        wait_for(lambda: state.conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 40,
-                 120, 0.1)
-        wait_for(lambda: all(s.ready == s.delayed == s.in_flight == 0
-                             for s in broker.queue_stats()), 120, 0.1)
-    finally:
-        pool.stop()
-        broker.close()
+    pool, _ = through_a_pool(settings, state.conn, turns, processes=1, threads=1,
+                             timeout_s=120)
     assert all(proc.exitcode == 0 for proc in pool._procs)
     lines = [json.loads(line) for line in capfd.readouterr().err.splitlines()
              if '"embedding_batches"' in line]

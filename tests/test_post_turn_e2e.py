@@ -19,9 +19,7 @@ from memory_core.model.tenants import create_tenant
 from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
 from tests.conftest import REPO
-from tests.helpers.post_turn import TEXTS, turn
-from tests.helpers.queue_env import wait_for
-from workers.pool import WorkerPool
+from tests.helpers.post_turn import TEXTS, through_a_pool, turn
 
 
 def _settings(tmp_path: Path) -> Settings:
@@ -37,20 +35,9 @@ def test_after_turn_to_a_worker_pool_records_turns_beliefs_and_audit(tmp_path: P
     settings = _settings(tmp_path)
     state = open_state(settings)
     create_tenant(state.conn, "t1")
-    pool = WorkerPool(settings, processes=2, threads=2, grace_s=5)
-    pool.start()
-    broker = make_broker(settings)
     turns = [turn(i) for i in range(48)]
-    try:
-        with Memory.open(settings) as mem:
-            ids = [mem.after_turn(t) for t in turns]
-        assert len(set(ids)) == 48
-        wait_for(lambda: _count(state.conn, "SELECT count(*) FROM turns") == 48, 60, 0.1)
-        wait_for(lambda: all(s.ready == s.delayed == s.in_flight == 0
-                             for s in broker.queue_stats()), 60, 0.1)
-    finally:
-        pool.stop()
-        broker.close()
+    pool, ids = through_a_pool(settings, state.conn, turns, processes=2, threads=2)
+    assert len(set(ids)) == 48
     assert all(proc.exitcode == 0 for proc in pool._procs)
     assert _count(state.conn, "SELECT count(*) FROM episode_turns") == 48
     assert _count(state.conn, "SELECT count(*) FROM beliefs") >= 20

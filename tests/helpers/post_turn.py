@@ -15,6 +15,8 @@ from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import CurrentMessage
 
+from memory_core import Memory
+from memory_core.brokers import make_broker
 from memory_core.chat.post_turn import turn_message
 from memory_core.db import migrate_stores, open_state
 from memory_core.errors import NotFoundError
@@ -23,6 +25,7 @@ from memory_core.settings import Settings
 from workers.actors import declare_actors, follow_up_id
 from workers.audit import take_reported
 from workers.context import LazyContext, WorkerContext
+from workers.pool import WorkerPool
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 PLACES = ("Lisbon", "Berlin", "Osaka", "Porto")
@@ -211,3 +214,27 @@ def closing(*contexts: WorkerContext) -> Iterator[None]:
 
 def counts(conn: Any, *tables: str) -> Callable[[], dict[str, int]]:
     return lambda: {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def through_a_pool(settings: Settings, state_conn: Any, turns: list[dict[str, Any]], *,
+                   processes: int, threads: int, timeout_s: float = 60
+                   ) -> tuple[WorkerPool, list[str]]:
+    """``after_turn`` each of ``turns`` in this process and let a real worker pool (the
+    embedded queue) record them until every queue is empty; returns the stopped pool and the
+    message ids."""
+    from tests.helpers.queue_env import wait_for
+
+    pool = WorkerPool(settings, processes=processes, threads=threads, grace_s=5)
+    pool.start()
+    broker = make_broker(settings)
+    try:
+        with Memory.open(settings) as mem:
+            ids = [mem.after_turn(t) for t in turns]
+        wait_for(lambda: state_conn.execute("SELECT count(*) FROM turns").fetchone()[0]
+                 == len(turns), timeout_s, 0.1)
+        wait_for(lambda: all(s.ready == s.delayed == s.in_flight == 0
+                             for s in broker.queue_stats()), timeout_s, 0.1)
+    finally:
+        pool.stop()
+        broker.close()
+    return pool, ids
