@@ -173,8 +173,6 @@ class BatchingEmbedder(WrappingEmbedder):
             with self._cond:  # a dispatcher that died (SystemExit, ...) is replaced
                 if request in self._pending:
                     self._start_dispatcher()
-                elif self._closed and self._dispatcher is None:
-                    return  # closed with it queued: the caller embeds what it lacks
 
     def close(self) -> None:
         """Run what is queued, stop the dispatcher; later calls embed directly."""
