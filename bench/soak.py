@@ -42,7 +42,14 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import soak_checks as checks  # noqa: E402
-from soak_env import RedisServer, WorkerProcess, soak_turns, tenant_names, worker_env  # noqa: E402
+from soak_env import (  # noqa: E402
+    RedisServer,
+    WorkerProcess,
+    embedder_env,
+    soak_turns,
+    tenant_names,
+    worker_env,
+)
 
 from memory_core import Memory  # noqa: E402
 from memory_core.brokers import make_broker  # noqa: E402
@@ -173,7 +180,8 @@ def settle(settings: Any, expected: int, timeout_s: float, quiet_s: float = 3) -
 
 def _prepare(root: Path, url: str | None, args: argparse.Namespace,
              tenants: list[str]) -> Any:
-    settings = checks.settings_for(root / "data", url, args.lease, args.journal_resend)
+    settings = checks.settings_for(root / "data", url, args.lease, args.journal_resend,
+                                   embedder_env(args.embedder, args.model_path))
     migrate_stores(settings)  # as `mnemo db migrate` before the chat host opens memory
     state = open_state(settings)
     try:
@@ -188,7 +196,8 @@ def _verdict(settings: Any, root: Path, turns: list[dict], tenants: list[str],
              args: argparse.Namespace) -> dict[str, Any]:
     out = checks.measure(settings, turns, tenants)
     began = time.monotonic()
-    replayed = checks.settings_for(root / "replay", None, args.lease)
+    replayed = checks.settings_for(root / "replay", None, args.lease,
+                                   embedder_env=embedder_env(args.embedder, args.model_path))
     migrate_stores(replayed)
     checks.replay(replayed, turns, tenants)
     checks.reconsolidate(settings)
@@ -211,7 +220,8 @@ def run(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 server.start()
             url = server.url if server is not None else None
             settings = _prepare(root, url, args, tenants)
-            env = worker_env(root / "data", url, args.lease, args.journal_resend)
+            env = worker_env(root / "data", url, args.lease, args.journal_resend,
+                             embedder_env(args.embedder, args.model_path))
             workers = [WorkerProcess(env, args.threads, root / f"worker{i}.log")
                        for i in range(WORKERS)]
             for w in workers:
@@ -292,10 +302,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="Redis: seconds the workers are stopped (SIGSTOP) before the "
                         "crash that loses the data, so it loses a backlog (0: off)")
     parser.add_argument("--drain-timeout", type=float, default=300)
+    parser.add_argument("--embedder", choices=("hash", "fastembed"), default="hash",
+                        help="fastembed: the model in --model-path, one thread per process "
+                        "(the workers embed ahead, as with any semantic model)")
+    parser.add_argument("--model-path", default=str(Path(__file__).resolve().parents[1].parent
+                                                    / "shared" / "models"
+                                                    / "all-MiniLM-L6-v2-onnx"))
     args = parser.parse_args(argv)
     configure_logging(checks.settings_for(Path(tempfile.gettempdir()), None, args.lease),
                       force=True)
-    print(f"{args.turns:,} LoCoMo turns, {args.tenants} tenants, {WORKERS} worker processes "
+    print(f"{args.turns:,} LoCoMo turns, {args.tenants} tenants, {args.embedder}, "
+          f"{WORKERS} worker processes "
           f"x {args.threads} threads, {args.duration:.0f} s, a worker killed every "
           f"{args.kill_every:.0f} s")
     ok = True

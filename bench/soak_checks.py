@@ -193,6 +193,8 @@ def differences(a: dict[str, set[tuple[Any, ...]]],
 
 
 def settings_for(data_dir: Path, broker_url: str | None, lease_s: int,
-                 resend_s: int = 60) -> Settings:
-    return Settings.from_env({}, data_dir=data_dir, log_level="error", broker_url=broker_url,
-                             queue_lease_seconds=lease_s, turn_journal_resend_s=resend_s)
+                 resend_s: int = 60, embedder_env: dict[str, str] | None = None) -> Settings:
+    """``embedder_env``: the MNEMO_EMBED* variables the workers get (default: hash)."""
+    return Settings.from_env(embedder_env or {}, data_dir=data_dir, log_level="error",
+                             broker_url=broker_url, queue_lease_seconds=lease_s,
+                             turn_journal_resend_s=resend_s)

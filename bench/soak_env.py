@@ -184,9 +184,11 @@ class WorkerProcess:
 
 
 def worker_env(data_dir: Path, broker_url: str | None, lease_s: int,
-               resend_s: int) -> dict[str, str]:
-    """The environment of a worker: this one without any MNEMO_* variable, plus the bench's."""
+               resend_s: int, embedder_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: this one without any MNEMO_* variable, plus the bench's
+    (``embedder_env``: the MNEMO_EMBED* variables; default: the hash embedder)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    env.update(embedder_env or {})
     env.update({"MNEMO_DATA_DIR": str(data_dir), "MNEMO_LOG_LEVEL": "warning",
                 "MNEMO_LOG_FORMAT": "json", "MNEMO_QUEUE_LEASE_SECONDS": str(lease_s),
                 "MNEMO_TURN_JOURNAL_RESEND_S": str(resend_s),
@@ -194,3 +196,13 @@ def worker_env(data_dir: Path, broker_url: str | None, lease_s: int,
     if broker_url:
         env["MNEMO_BROKER_URL"] = broker_url
     return env
+
+
+def embedder_env(embedder: str, model_path: str) -> dict[str, str]:
+    """The MNEMO_EMBED* variables of ``--embedder`` (hash: none, the default)."""
+    if embedder == "hash":
+        return {}
+    return {"MNEMO_EMBEDDER": "fastembed",
+            "MNEMO_EMBED_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+            "MNEMO_EMBED_MODEL_PATH": str(Path(model_path).resolve()),
+            "MNEMO_EMBED_THREADS": "1"}
