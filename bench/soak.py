@@ -42,6 +42,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import soak_checks as checks  # noqa: E402
+from embedders import DEFAULT_MODEL_PATH  # noqa: E402
 from soak_env import (  # noqa: E402
     RedisServer,
     WorkerProcess,
@@ -305,9 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", choices=("hash", "fastembed"), default="hash",
                         help="fastembed: the model in --model-path, one thread per process "
                         "(the workers embed ahead, as with any semantic model)")
-    parser.add_argument("--model-path", default=str(Path(__file__).resolve().parents[1].parent
-                                                    / "shared" / "models"
-                                                    / "all-MiniLM-L6-v2-onnx"))
+    parser.add_argument("--model-path", default=str(DEFAULT_MODEL_PATH))
     args = parser.parse_args(argv)
     configure_logging(checks.settings_for(Path(tempfile.gettempdir()), None, args.lease),
                       force=True)

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import redis
+from embedders import DEFAULT_MODEL_NAME
 from locomo_data import Conversation, load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -203,6 +204,6 @@ def embedder_env(embedder: str, model_path: str) -> dict[str, str]:
     if embedder == "hash":
         return {}
     return {"MNEMO_EMBEDDER": "fastembed",
-            "MNEMO_EMBED_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+            "MNEMO_EMBED_MODEL": DEFAULT_MODEL_NAME,
             "MNEMO_EMBED_MODEL_PATH": str(Path(model_path).resolve()),
             "MNEMO_EMBED_THREADS": "1"}

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memory_core.brokers.embedded import EmbeddedBroker
 from memory_core.db import open_state
 from memory_core.db.stores import Database
 from memory_core.embedders import FastEmbedEmbedder
@@ -132,30 +133,23 @@ def test_the_hook_prefetches_nothing_for_other_jobs_or_turns_the_actor_refuses()
     assert episode_text_of(build_message(RECORD_TURN, tenant="t1", turn=too_long), 10) is None
 
 
-class _Broker:
-    """The one method ``embed_ahead`` wraps, recording what the Worker would ask for."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple[str, int]] = []
-
-    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> object:
-        self.asked.append((queue_name, prefetch))
-        return iter(())
-
-
-def test_only_a_semantic_front_embeds_ahead_and_only_the_turns_queue_leases_more() -> None:
+def test_only_a_semantic_front_embeds_ahead_and_only_the_turns_queue_leases_more(
+        tmp_path: Path) -> None:
     settings = Settings.from_env({}, embed_batch_max_texts=32)
-    keyword = _Broker()
-    assert not embed_ahead(keyword, BatchingEmbedder(Recording()), settings)  # hash-grade
-    assert keyword.consume.__func__ is _Broker.consume  # type: ignore[attr-defined]
+    broker = EmbeddedBroker(tmp_path / "ops.db")
+    for queue in ("turns", "maintenance"):
+        broker.declare_queue(queue)
+    assert not embed_ahead(broker, BatchingEmbedder(Recording()), settings)  # hash-grade
+    assert "consume" not in vars(broker)  # left as it was
     model = FastEmbedEmbedder(model_name=MODEL, model_path=str(shared_model_path()))
-    broker = _Broker()
     assert not embed_ahead(broker, model, settings)  # no batching front: nothing to feed
     front = BatchingEmbedder(model)
     assert embed_ahead(broker, front, settings)
-    broker.consume("turns", 8)
-    broker.consume("maintenance", 8)
-    assert broker.asked == [("turns", 32), ("maintenance", 8)]
+    turns, maintenance = broker.consume("turns", 8), broker.consume("maintenance", 8)
+    assert (turns.prefetch, maintenance.prefetch) == (32, 8)
+    turns.close()
+    maintenance.close()
+    broker.close()
     front.close()
 
 

@@ -20,9 +20,8 @@ from typing import Any
 
 from memory_core.errors import MnemoError
 from memory_core.jobs import RECORD_TURN, get_job
-from memory_core.model.episodes import episode_text
-from memory_core.model.turns import TurnInput, check_turn
 from memory_core.settings import Settings
+from memory_core.write import pipeline
 
 
 def episode_text_of(message: Any, max_turn_chars: int) -> str | None:
@@ -34,10 +33,9 @@ def episode_text_of(message: Any, max_turn_chars: int) -> str | None:
     if not isinstance(turn, Mapping):
         return None
     try:
-        t = check_turn(TurnInput.from_dict(turn), max_turn_chars)
+        return pipeline.episode_text_for(turn, max_turn_chars)
     except (MnemoError, TypeError, ValueError, AttributeError, KeyError):
         return None  # the actor reports it
-    return episode_text(t.speaker, t.text, t.occurred_at)
 
 
 class LookaheadConsumer:

@@ -68,7 +68,7 @@ class WriterLock:
         self._users = 0  # open connections using it (guarded by the registry's lock)
         self._pending = 0  # waits handed to the waiter thread and not yet answered
         self._closed = False
-        self.key: tuple[str, int] = (str(db_path), os.getpid())  # set by ``writer_lock``
+        self.key = (str(db_path), os.getpid())  # its entry in the registry
 
     def acquire(self, timeout_s: float) -> bool:
         """Take the lock, waiting at most ``timeout_s``. False: go on without it (no lock
@@ -192,7 +192,6 @@ def writer_lock(db_path: Path) -> WriterLock:
         lock = _locks.get(key)
         if lock is None:
             lock = _locks[key] = WriterLock(Path(key[0]))
-            lock.key = key
         lock._users += 1
         return lock
 

@@ -132,6 +132,16 @@ def _apply(tx: WriteTx, turn_id: int, t: CheckedTurn, checked: list[Checked],
     return ids
 
 
+def _episode_text(t: CheckedTurn) -> str:
+    return episodes.episode_text(t.speaker, t.text, t.occurred_at)
+
+
+def episode_text_for(turn: TurnInput | Mapping[str, Any], max_turn_chars: int) -> str:
+    """The text ``record_turn_and_episode`` embeds for ``turn`` (what a worker embeds ahead,
+    ``workers/lookahead.py``). Raises as ``check_turn`` does for a turn it refuses."""
+    return _episode_text(check_turn(_as_turn(turn), max_turn_chars))
+
+
 def _prepare(conn: Connection, index: VectorIndex,
              work: Iterable[tuple[CheckedTurn, list[Checked]]], *,
              with_episodes: bool = True) -> Embeds:
@@ -141,7 +151,7 @@ def _prepare(conn: Connection, index: VectorIndex,
     texts: list[str] = []
     for t, checked in work:
         if with_episodes:
-            texts.append(episodes.episode_text(t.speaker, t.text, t.occurred_at))
+            texts.append(_episode_text(t))
         texts.extend(predicted_texts(conn, t.tenant, [(c, t.speaker) for c in checked]))
     embeds.prepare(texts)
     return embeds

@@ -22,6 +22,7 @@ from memory_core.db import migrate_stores, open_state
 from memory_core.errors import NotFoundError
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
+from tests.helpers.queue_env import wait_for
 from workers.actors import declare_actors, follow_up_id
 from workers.audit import take_reported
 from workers.context import LazyContext, WorkerContext
@@ -222,8 +223,6 @@ def through_a_pool(settings: Settings, state_conn: Any, turns: list[dict[str, An
     """``after_turn`` each of ``turns`` in this process and let a real worker pool (the
     embedded queue) record them until every queue is empty; returns the stopped pool and the
     message ids."""
-    from tests.helpers.queue_env import wait_for
-
     pool = WorkerPool(settings, processes=processes, threads=threads, grace_s=5)
     pool.start()
     broker = make_broker(settings)
