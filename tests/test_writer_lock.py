@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -207,6 +208,47 @@ def test_a_forked_child_gets_its_own_queue(tmp_path: Path) -> None:
     fd = os.open(str(db) + LOCK_SUFFIX, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
     os.close(fd)
+    writer_lock_mod.forget(parent)
+
+
+def test_a_child_forked_during_a_write_waits_for_that_write_only(tmp_path: Path) -> None:
+    """A thread of the parent holds the queues (inside a write) when the process forks. In
+    the child that thread does not exist, so an in-process lock it held would never be let
+    go there: the child's queues are its own, and it waits only for the parent's ``flock``
+    to be let go, not for its busy timeout. (SQLite itself is left out: a child must not use
+    a database file its parent has open, which is why each worker is a spawned process.)"""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    db = tmp_path / "s.db"
+    parent = writer_lock_mod.writer_lock(db)
+    inside, leave = threading.Event(), threading.Event()
+
+    def parent_write() -> None:
+        with parent.held(5.0):
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=parent_write)
+    thread.start()
+    assert inside.wait(5)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            started = time.monotonic()
+            with writer_lock_mod.writer_lock(db).held(5.0):
+                waited = time.monotonic() - started
+            os.write(write, f"{waited:.3f}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    time.sleep(0.5)
+    leave.set()
+    thread.join(10)
+    waited = float(os.read(read, 32) or b"nan")
+    os.waitpid(pid, 0)
+    assert 0.3 <= waited < 3.0, waited  # the parent's write (0.5 s), not the timeout (5 s)
     writer_lock_mod.forget(parent)
 
 

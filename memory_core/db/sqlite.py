@@ -172,16 +172,6 @@ def _check_fts5(mod: ModuleType) -> None:
     _fts5_checked.add(id(mod))
 
 
-_file_locks: dict[str, threading.Lock] = {}
-_file_locks_guard = threading.Lock()
-
-
-def _file_lock(path: Path) -> threading.Lock:
-    key = str(path.resolve())
-    with _file_locks_guard:
-        return _file_locks.setdefault(key, threading.Lock())
-
-
 # SQLite 3.51's unix VFS can deadlock when one thread opens a file while another closes a
 # WAL connection to the same file (the open holds the VFS mutex and waits for the file's
 # lock mutex; the close holds that and waits for the VFS mutex: seen with two worker threads,
@@ -216,27 +206,19 @@ def inserted_id(cur: sqlite3.Cursor) -> int:
 @contextlib.contextmanager
 def write_lock(conn: Connection) -> Iterator[None]:
     """Hold this process's lock on the connection's file, then the writers' queue of all
-    processes (``writer_lock``), around a write.
+    processes, around a write (``writer_lock.WriterLock.held``).
 
     SQLite's busy handler sleeps at least a millisecond when another connection holds the
     write lock; threads of one process (worker threads, consumers, the lease keeper) queue on
     the in-process lock instead and wake as soon as it is free, and processes queue on an
     ``flock`` the kernel hands on at once. Each waits at most the busy timeout, then goes on
-    without it (never a deadlock); SQLite's lock still guards the data.
+    without it (never a deadlock); SQLite's lock still guards the data. A read-only
+    connection has neither.
     """
-    lock = getattr(conn, "write_lock", None)
-    timeout_s = getattr(conn, "busy_timeout_s", 5.0)
-    got = lock.acquire(timeout=timeout_s) if lock else False
-    # Only the holder of the in-process lock may take the queue: its descriptors are shared.
-    queue = getattr(conn, "writer_queue", None) if got else None
-    queued = queue.acquire(timeout_s) if queue is not None else False
-    try:
+    queue = getattr(conn, "writer_queue", None)
+    with queue.held(getattr(conn, "busy_timeout_s", 5.0)) if queue is not None \
+            else contextlib.nullcontext():
         yield
-    finally:
-        if queued:
-            queue.release()  # type: ignore[union-attr]
-        if got:
-            lock.release()  # type: ignore[union-attr]
 
 
 def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = False,
@@ -264,7 +246,6 @@ def connect(path: Path | str, *, busy_timeout_ms: int = 5000, readonly: bool = F
                 check_same_thread=False, factory=_connection_class(mod),
             )
         if not readonly:
-            conn.write_lock = _file_lock(path)
             conn.writer_queue = writer_lock(path)
             conn.writer_queue_done = weakref.finalize(conn, forget, conn.writer_queue)
             conn.busy_timeout_s = busy_timeout_ms / 1000

@@ -18,17 +18,24 @@ it, a writer goes on without it and meets SQLite's lock as before: a lock file t
 be made (a read-only folder) or a file system without ``flock`` means no queue, and a wait
 longer than the busy timeout (a holder stopped in a transaction) gives up on the queue, so
 the write then fails with SQLite's "database is locked" after its own busy timeout, as it
-always did — never a wait without end. Threads of one process share one lock file
-descriptor (``flock`` locks belong to it), so only a thread holding the in-process lock
-may take it (``sqlite.write_lock``).
+always did — never a wait without end.
+
+A ``WriterLock`` is both queues of one file in one process: the threads of the process queue
+first on its ``local`` lock (they wake at once when it is let go), and only the thread
+holding that takes the ``flock``, since the threads share the lock file's descriptors
+(``flock`` locks belong to them). ``held`` takes the two in that order; ``sqlite.write_lock``
+calls it around every write. One per file and process: a child made by ``fork`` gets its
+own, so it never waits for a lock that a thread of its parent held when it forked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +56,8 @@ class _Wait:
 
 
 class WriterLock:
-    """The cross-process writers' queue of one database file, for one process.
+    """The writers' queues of one database file, for one process: ``local`` for its threads,
+    the ``flock`` for all processes.
 
     Two descriptors of the lock file: the caller's thread tries ``fast`` without blocking;
     the waiter thread blocks on ``slow``. They are separate open files, so they exclude each
@@ -58,6 +66,7 @@ class WriterLock:
 
     def __init__(self, db_path: Path) -> None:
         self.path = db_path.with_name(db_path.name + SUFFIX)
+        self.local = threading.Lock()  # this process's threads queue here first
         self._fast: int | None = None
         self._slow: int | None = None
         self._held: int | None = None  # touched only by the thread holding the in-process lock
@@ -70,9 +79,23 @@ class WriterLock:
         self._closed = False
         self.key = (str(db_path), os.getpid())  # its entry in the registry
 
+    @contextlib.contextmanager
+    def held(self, timeout_s: float) -> Iterator[None]:
+        """Hold ``local``, then the ``flock``, around a write; each is waited for at most
+        ``timeout_s``, then gone on without (SQLite's own lock still guards the data)."""
+        local = self.local.acquire(timeout=timeout_s)
+        queued = local and self.acquire(timeout_s)
+        try:
+            yield
+        finally:
+            if queued:
+                self.release()
+            if local:
+                self.local.release()
+
     def acquire(self, timeout_s: float) -> bool:
-        """Take the lock, waiting at most ``timeout_s``. False: go on without it (no lock
-        file, no ``flock``, or the wait timed out)."""
+        """Take the ``flock`` (the caller holds ``local``), waiting at most ``timeout_s``.
+        False: go on without it (no lock file, no ``flock``, or the wait timed out)."""
         if self._broken or not self._open():
             return False
         assert self._fast is not None
@@ -184,9 +207,9 @@ _locks_guard = threading.Lock()
 
 
 def writer_lock(db_path: Path) -> WriterLock:
-    """This process's writers' queue for ``db_path``, for one more connection: one per file
-    and process (a child made by ``fork`` gets its own, not its parent's descriptors); give
-    it back with ``forget`` when the connection closes."""
+    """This process's writers' queues for ``db_path``, for one more connection: one per file
+    and process (a child made by ``fork`` gets its own, not its parent's descriptors nor its
+    parent's ``local`` lock); give it back with ``forget`` when the connection closes."""
     key = (str(db_path.resolve()), os.getpid())
     with _locks_guard:
         lock = _locks.get(key)
