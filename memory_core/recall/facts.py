@@ -124,8 +124,11 @@ def subjects(conn: Connection, scope: Scope, intent: Intent,
             f"b.predicate IN ({param_marks(len(intent.relations))}) AND b.object_entity_id IS NOT "
             "NULL ORDER BY b.valid_from DESC LIMIT ?",
             [*params, *owners, *intent.relations, RELATION_K]).fetchall()
-        for owner, _ in rows:
-            out[owner] = OWNER_WITH_RELATION  # asked about less than the relation itself
+        # The owners are asked about less than the relation itself, whether or not memory
+        # knows the relative: "what do Melanie's kids like?" is not answered by what Melanie
+        # likes (LoCoMo showed her likes as facts for it).
+        for owner in owners:
+            out[owner] = OWNER_WITH_RELATION
         targets = [entity_id for _, entity_id in rows]
         # "my son" among a son and a daughter (both has_child): an entity named for the
         # relation word ("user's son") is the one asked about.
@@ -215,6 +218,25 @@ def relevant(fc: FactCandidate, open_slot: bool = True,
         c["entity"] or c["keyword"] or (dense_rank is not None and dense_rank <= DENSE_ONLY_TOP))
 
 
+def asked_subjects(about: Mapping[str, float], scored: Iterable[FactCandidate]) -> set[str]:
+    """The entities the query asks about that are the subject of a candidate: the people
+    (and pets, and the user) it is about, not the places or things it names ("Denver" in
+    "who lives in Denver?" is the subject of no belief)."""
+    return {fc.cand.subject_id for fc in scored if fc.cand.subject_id in about}
+
+
+def about_someone_else(fc: FactCandidate, about: Mapping[str, float],
+                       asked: AbstractSet[str]) -> bool:
+    """Whether the candidate is about a subject the query does not ask about, when it asks
+    about someone: "how many times has Melanie been to the beach?" is not answered by
+    "Caroline visited the beach", nor "where does Luis live?" by where the user lives. A
+    belief whose object is the one asked about stays ("who is Caroline's friend?":
+    "Melanie is a friend of Caroline")."""
+    if not asked or fc.cand.subject_id in about:
+        return False
+    return fc.cand.object_entity_id not in asked
+
+
 def _one_of_many_corroborated(fc: FactCandidate, evidence_turns: AbstractSet[str]) -> bool:
     """A value of a many-valued slot ("the user bought ...", "Jon visited ...") answers a
     query that says what it wants ("what did I buy from a thrift store?") only when the
@@ -290,7 +312,10 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     # when it says something else).
     open_slot = not intent.specifics or intent.specifics <= {
         stem(w) for n in _names(conn, scope.tenant, named).values() for w in words(n)}
-    answers = {id(fc): relevant(fc, open_slot, evidence_turns) for fc in scored}
+    asked = asked_subjects(about, scored)
+    elsewhere = {id(fc) for fc in scored if about_someone_else(fc, about, asked)}
+    answers = {id(fc): id(fc) not in elsewhere and relevant(fc, open_slot, evidence_turns)
+               for fc in scored}
     scored.sort(key=lambda f: (not answers[id(f)], -f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}
     kept: list[FactCandidate] = []
@@ -299,7 +324,8 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         fc.cand.score = fc.score
         fc.cand.components = dict(fc.components)
         if not answers[id(fc)]:
-            reasons[fc.cand.key] = "dropped: not about the query"
+            reasons[fc.cand.key] = ("dropped: about someone else" if id(fc) in elsewhere
+                                    else "dropped: not about the query")
             continue
         same = (fc.cand.subject_id, fc.predicate, normalize_object(fc.object_text))
         if same in seen:
