@@ -222,7 +222,7 @@ def asked_subjects(about: Mapping[str, float], scored: Iterable[FactCandidate]) 
     """The entities the query asks about that are the subject of a candidate: the people
     (and pets, and the user) it is about, not the places or things it names ("Denver" in
     "who lives in Denver?" is the subject of no belief)."""
-    return {fc.cand.subject_id for fc in scored if fc.cand.subject_id in about}
+    return {s for fc in scored if (s := fc.cand.subject_id) is not None and s in about}
 
 
 def about_someone_else(fc: FactCandidate, about: Mapping[str, float],
