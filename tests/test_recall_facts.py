@@ -209,6 +209,12 @@ def test_a_question_about_one_person_gets_no_fact_of_another(seeded, mem) -> Non
     assert [f.text for f in friend] == ["Melanie friend of Caroline"]
     denver = mem.recall("Who lives in Denver?", tenant="acme").facts
     assert [f.object for f in denver] == ["Denver"]
+    # The user is asked about even when memory knows nothing of the user's own.
+    seeder.tenant("solo")
+    seeder.entity("solo", "car", "Caroline")
+    seeder.belief("solo", "car", "lives_in", "Boston", subject_name="Caroline")
+    assert mem.recall("Where do I live?", tenant="solo").facts == ()
+    assert mem.recall("Where does Caroline live?", tenant="solo").facts[0].object == "Boston"
 
 
 def test_one_word_in_common_does_not_name_the_object(seeded, mem) -> None:

@@ -219,10 +219,12 @@ def relevant(fc: FactCandidate, open_slot: bool = True,
 
 
 def asked_subjects(about: Mapping[str, float], scored: Iterable[FactCandidate]) -> set[str]:
-    """The entities the query asks about that are the subject of a candidate: the people
-    (and pets, and the user) it is about, not the places or things it names ("Denver" in
-    "who lives in Denver?" is the subject of no belief)."""
-    return {s for fc in scored if (s := fc.cand.subject_id) is not None and s in about}
+    """The entities the query asks about that are the subject of a candidate, and the user
+    when it asks about the user ("where do I live?" whether or not memory knows): the
+    people (and pets) it is about, not the places or things it names ("Denver" in "who
+    lives in Denver?" is the subject of no belief)."""
+    asked = {s for fc in scored if (s := fc.cand.subject_id) is not None and s in about}
+    return asked | ({HUB} if HUB in about else set())
 
 
 def about_someone_else(fc: FactCandidate, about: Mapping[str, float],
