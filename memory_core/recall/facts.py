@@ -35,7 +35,12 @@ helmet" (LongMemEval, hash: 32 of the 41 facts shown on 48 questions were such v
 none from an evidence turn; the rule leaves 10, 2 of them from evidence turns). A belief
 that is merely about a named person is not (LoCoMo, hash, facts counted by their source
 turn before the evidence: 7.7 such facts per recall, 1% of them pointing at an evidence
-turn, R@10 0.512 against 0.670 without facts).
+turn, R@10 0.512 against 0.670 without facts). Nor is a belief about someone else: when the
+query asks about subjects of beliefs (``asked_subjects``: the user it says I/me to, the
+people and relatives it names), a belief whose subject and object are none of them is left
+out (``about_someone_else``; LoCoMo, fastembed: 202 of 593 facts shown, 2 of them pointing
+at an evidence turn; R@10 0.701 -> 0.708). A relation named after its owner ("Melanie's
+kids") makes the owner's own beliefs count only for that relation, known relative or not.
 
 Visibility is ``candidates.belief_filter``: now, the currently valid beliefs (active or
 conflict, ``valid_from <= now < valid_to``); with ``as_of``, the ones valid at that world
