@@ -21,6 +21,8 @@ from re._constants import (  # type: ignore[import-not-found]
 )
 from typing import Any
 
+from memory_core.model.predicates import RELATION_WORDS
+
 
 class LazyRegex:
     """A regex compiled on first use (``.re``): importing the extractor compiles nothing."""
@@ -96,23 +98,7 @@ GENDERS = lex(
     "nonbinary|enby|genderqueer|genderfluid|gender-fluid|agender|cis woman|cis man|"
     "cisgender woman|cisgender man|two-spirit|transgender|trans|woman|man"
 )
-_REL_GROUPS = {
-    "has_sibling": "sister|brother|sibling|twin sister|twin brother|twin|half-sister|"
-    "half-brother|stepsister|stepbrother|step-sister|step-brother|sis",
-    "married_to": "wife|husband|spouse|hubby",
-    "has_partner": "partner|girlfriend|boyfriend|fiance|fiancé|fiancee|fiancée|gf|bf|"
-    "significant other",
-    "has_child": "son|daughter|kid|child|stepson|stepdaughter|step-son|step-daughter",
-    "has_parent": "mom|mother|mum|mommy|dad|father|daddy|stepmom|stepmother|stepdad|"
-    "stepfather",
-    "has_relative": "cousin|aunt|auntie|uncle|grandma|grandmother|granny|nana|grandpa|"
-    "grandfather|grandad|granddad|grandson|granddaughter|grandkid|grandchild|niece|nephew|"
-    "mother-in-law|father-in-law|sister-in-law|brother-in-law|son-in-law|daughter-in-law",
-    "friend_of": "friend|best friend|bestie|bff|buddy|pal|childhood friend",
-    "colleague_of": "coworker|co-worker|colleague|boss|manager|supervisor|teammate|"
-    "team lead|cofounder|co-founder|business partner",
-}
-REL_PREDICATE = {w: pred for pred, words in _REL_GROUPS.items() for w in lex(words)}
+REL_PREDICATE = {w: pred for pred, words in RELATION_WORDS.items() for w in lex(words)}
 # The label of an unnamed relative ("my mum" -> "user's mom") and who "he"/"she" can be.
 REL_CANONICAL = {
     "mom": "mother", "mum": "mother", "mommy": "mother", "dad": "father", "daddy": "father",

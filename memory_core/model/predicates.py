@@ -122,3 +122,25 @@ def get_predicate(name: str) -> PredicateSpec:
 def is_functional(name: str) -> bool:
     """Whether ``name`` allows at most one active value per subject (raises if unknown)."""
     return get_predicate(name).functional
+
+
+# The words a relative is named by, per relation predicate ("a|b c|d"): the extractor reads
+# "my grandson Eli" with them (``extraction.lexicon.REL_PREDICATE``) and recall reads "where
+# does my grandson live?" with the same words (``recall.intent.RELATIONS``), so a relative
+# memory stores is one a query can ask about. Here, below both, so that each imports it.
+RELATION_WORDS: Mapping[str, str] = MappingProxyType({
+    "has_sibling": "sister|brother|sibling|twin sister|twin brother|twin|half-sister|"
+    "half-brother|stepsister|stepbrother|step-sister|step-brother|sis",
+    "married_to": "wife|husband|spouse|hubby",
+    "has_partner": "partner|girlfriend|boyfriend|fiance|fiancé|fiancee|fiancée|gf|bf|"
+    "significant other",
+    "has_child": "son|daughter|kid|child|stepson|stepdaughter|step-son|step-daughter",
+    "has_parent": "mom|mother|mum|mommy|dad|father|daddy|stepmom|stepmother|stepdad|"
+    "stepfather",
+    "has_relative": "cousin|aunt|auntie|uncle|grandma|grandmother|granny|nana|grandpa|"
+    "grandfather|grandad|granddad|grandson|granddaughter|grandkid|grandchild|niece|nephew|"
+    "mother-in-law|father-in-law|sister-in-law|brother-in-law|son-in-law|daughter-in-law",
+    "friend_of": "friend|best friend|bestie|bff|buddy|pal|childhood friend",
+    "colleague_of": "coworker|co-worker|colleague|boss|manager|supervisor|teammate|"
+    "team lead|cofounder|co-founder|business partner",
+})

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from memory_core.extraction.lexicon import REL_PREDICATE
+from memory_core.model.predicates import RELATION_WORDS
 from memory_core.recall.query import MONTHS, query_terms
 
 _WORD_RE = re.compile(r"'s\b|\w+")
@@ -109,12 +109,13 @@ def _table(rows: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, dict[s
 
 
 CUES = _table(_CUES)
-# One vocabulary with the extractor: every one-word relation it stores a belief from
-# ("my grandson Eli", "my stepdad") is a relation a query can ask about (before session 12
-# the table above missed 32 of them, and "where does my grandson live?" was read as asking
-# where the user lives); the table adds the plurals and the pets.
+# One vocabulary with the extractor (``model.predicates.RELATION_WORDS``): every one-word
+# relation it stores a belief from ("my grandson Eli", "my stepdad") is one a query can ask
+# about (before session 12 the table above missed 32 of them, and "where does my grandson
+# live?" was read as asking where the user lives); the table adds the plurals and the pets.
 RELATIONS: Mapping[str, str] = MappingProxyType({
-    **{word: predicate for word, predicate in REL_PREDICATE.items() if word.isalpha()},
+    **{word: predicate for predicate, words in RELATION_WORDS.items()
+       for word in words.split("|") if word.isalpha()},
     **{word: predicate for words, predicate in _RELATIONS for word in words.split()}})
 # Month words: the names and 3-letter forms a query's time cue reads, and "sept".
 _MONTH_NAMES = frozenset(MONTHS) | {"sept"}
