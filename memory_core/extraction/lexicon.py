@@ -21,7 +21,7 @@ from re._constants import (  # type: ignore[import-not-found]
 )
 from typing import Any
 
-from memory_core.model.predicates import RELATION_WORDS
+from memory_core.model.predicates import RELATION_OF
 
 
 class LazyRegex:
@@ -98,7 +98,7 @@ GENDERS = lex(
     "nonbinary|enby|genderqueer|genderfluid|gender-fluid|agender|cis woman|cis man|"
     "cisgender woman|cisgender man|two-spirit|transgender|trans|woman|man"
 )
-REL_PREDICATE = {w: pred for pred, words in RELATION_WORDS.items() for w in lex(words)}
+REL_PREDICATE = dict(RELATION_OF)
 # The label of an unnamed relative ("my mum" -> "user's mom") and who "he"/"she" can be.
 REL_CANONICAL = {
     "mom": "mother", "mum": "mother", "mommy": "mother", "dad": "father", "daddy": "father",

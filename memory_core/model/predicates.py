@@ -144,3 +144,6 @@ RELATION_WORDS: Mapping[str, str] = MappingProxyType({
     "colleague_of": "coworker|co-worker|colleague|boss|manager|supervisor|teammate|"
     "team lead|cofounder|co-founder|business partner",
 })
+# The same, word -> relation predicate, in the order above.
+RELATION_OF: Mapping[str, str] = MappingProxyType(
+    {word: predicate for predicate, words in RELATION_WORDS.items() for word in words.split("|")})

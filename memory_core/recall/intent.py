@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from memory_core.model.predicates import RELATION_WORDS
+from memory_core.model.predicates import RELATION_OF
 from memory_core.recall.query import MONTHS, query_terms
 
 _WORD_RE = re.compile(r"'s\b|\w+")
@@ -83,16 +83,14 @@ _CUES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pet pets dog dogs cat cats", ("has_pet",)),
 )
 
-# Relation words: (words, the hub's predicate naming that relation).
+# Relation words beyond the extractor's (``model.predicates.RELATION_OF``, read below):
+# (words, the hub's predicate naming that relation).
 _RELATIONS: tuple[tuple[str, str], ...] = (
-    ("sister sisters brother brothers sibling siblings", "has_sibling"),
-    ("wife husband spouse", "married_to"),
-    ("partner girlfriend boyfriend fiance fiancee", "has_partner"),
-    ("mother mom mum father dad parent parents", "has_parent"),
-    ("son sons daughter daughters child children kid kids", "has_child"),
-    ("cousin aunt uncle grandmother grandma grandfather grandpa niece nephew", "has_relative"),
-    ("friend friends", "friend_of"),
-    ("colleague colleagues coworker coworkers boss manager teammate", "colleague_of"),
+    ("sisters brothers siblings", "has_sibling"),
+    ("parent parents", "has_parent"),
+    ("sons daughters children kids", "has_child"),
+    ("friends", "friend_of"),
+    ("colleagues coworkers", "colleague_of"),
     ("dog dogs cat cats pet pets puppy kitten", "has_pet"),
 )
 
@@ -109,13 +107,13 @@ def _table(rows: tuple[tuple[str, tuple[str, ...]], ...]) -> Mapping[str, dict[s
 
 
 CUES = _table(_CUES)
-# One vocabulary with the extractor (``model.predicates.RELATION_WORDS``): every one-word
+# One vocabulary with the extractor (``model.predicates.RELATION_OF``): every one-word
 # relation it stores a belief from ("my grandson Eli", "my stepdad") is one a query can ask
-# about (before session 12 the table above missed 32 of them, and "where does my grandson
-# live?" was read as asking where the user lives); the table adds the plurals and the pets.
+# about (before session 12 this module's own table missed 32 of them, and "where does my
+# grandson live?" was read as asking where the user lives); ``_RELATIONS`` adds the plurals
+# and the pets.
 RELATIONS: Mapping[str, str] = MappingProxyType({
-    **{word: predicate for predicate, words in RELATION_WORDS.items()
-       for word in words.split("|") if word.isalpha()},
+    **{word: predicate for word, predicate in RELATION_OF.items() if word.isalpha()},
     **{word: predicate for words, predicate in _RELATIONS for word in words.split()}})
 # Month words: the names and 3-letter forms a query's time cue reads, and "sept".
 _MONTH_NAMES = frozenset(MONTHS) | {"sept"}
