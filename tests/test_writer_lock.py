@@ -205,6 +205,12 @@ def test_a_forked_child_gets_its_own_queue(tmp_path: Path) -> None:
     os.waitpid(pid, 0)
     assert parent.acquire(5.0)
     parent.release()
+    # The abandoned wait's blocking flock may be granted only now (the first non-blocking
+    # try above can win the race with it); the waiter thread then lets it go at once.
+    deadline = time.monotonic() + 5.0
+    while parent._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert parent._pending == 0
     fd = os.open(str(db) + LOCK_SUFFIX, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
     os.close(fd)
