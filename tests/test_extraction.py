@@ -247,6 +247,31 @@ def test_an_assistants_remember_is_advice_not_a_request() -> None:
     assert all(c.source != "user_explicit" for c in said)
 
 
+@pytest.mark.parametrize(("speaker", "text", "name"), [
+    ("user", "Congrats again! Love is truly magical.", None),  # greetings, not names
+    ("user", "Looky here, I got this new pup for you!", None),
+    ("user", "Cheers again, mate.", None),
+    ("user", "Bye again! Talk soon.", None),
+    ("user", "Hi, Nadia here.", "Nadia"),  # the user introducing themselves
+    ("user", "Ken again. It happened.", "Ken"),
+    ("Tim", "Congrats again! I'm so happy for you.", None),
+    ("Maria", "Ken again. It happened.", None),  # a named speaker's "X again" is someone else
+    ("Caroline", "I'm Mel, by the way.", None),
+    ("Tim", "Tim here! How are you?", "Tim"),  # or their own name, or a longer or shorter one
+    ("Tim", "Tim Smith here!", "Tim Smith"),
+    ("Melanie", "I'm Mel, by the way.", "Mel"),
+    ("Maria", "My name is Ken.", "Ken"),  # said outright: taken from whoever says it
+])
+def test_a_greeting_is_no_name_and_a_named_speaker_introduces_only_themselves(
+        speaker: str, text: str, name: str | None) -> None:
+    """"X here" / "X again" / "I'm X" name the speaker weakly: a greeting word is no name,
+    and a speaker whose name the turn already gives (not the user) is named only by a form
+    of that name."""
+    names = [c.object for c in extract_heuristic(_turn(text, speaker=speaker))
+             if c.predicate == "name_is"]
+    assert names == ([name] if name else []), names
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [pytest.param(t, e, id=f"{family}-{i}") for family, rows in FAMILIES.items()

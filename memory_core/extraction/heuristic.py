@@ -52,6 +52,7 @@ from memory_core.extraction.text import (
 )
 from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.belief_rules import REPLACEABLE
+from memory_core.model.entities import SELF_LABELS
 from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
 from memory_core.model.predicates import PREDICATES
 
@@ -278,9 +279,12 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()
     requests = turn.speaker.strip().lower() not in ASSISTANT_SPEAKERS
+    named = _named_speaker(turn.speaker)
     sentences = split_sentences(turn.text)
     for sentence in sentences:
         for cand in _extract_sentence(sentence, anchor, referent, requests):
+            if named is not None and _someone_elses_name(cand, named):
+                continue  # "Congrats again!", "Ken again." said by Tim: not Tim's name
             key = (normalize_label(cand.subject), cand.predicate,
                    normalize_label(cand.object), cand.negated)  # fmt: skip
             if key not in best or cand.confidence > best[key].confidence:
@@ -291,6 +295,24 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     promised = {(k[0], k[2]) for k in best if k[1] == "committed_to"}
     # "I promised I'll do X tomorrow" is a commitment, not also a plan.
     return [c for k, c in best.items() if not (k[1] == "plans_to" and (k[0], k[2]) in promised)]
+
+
+def _named_speaker(speaker: str) -> str | None:
+    """The speaker's name when the turn gives one: not the user (whose name memory learns
+    from what they say) nor the assistant."""
+    label = normalize_label(speaker)
+    if not label or label in SELF_LABELS or label in ASSISTANT_SPEAKERS:
+        return None
+    return label
+
+
+def _someone_elses_name(cand: CandidateBelief, speaker: str) -> bool:
+    """A name said in passing ("X here", "I'm X") that is no form of the named speaker's own
+    ("Tim Smith" or "Mel" are forms of "Tim" or "Melanie": one begins the other)."""
+    if cand.predicate != "name_is" or cand.confidence > rules.SELF_INTRODUCTION_CONFIDENCE:
+        return False
+    found = normalize_label(cand.object)
+    return not (found.startswith(speaker) or speaker.startswith(found))
 
 
 def _bare_title(sentences: list[str],
