@@ -252,10 +252,15 @@ def test_an_assistants_remember_is_advice_not_a_request() -> None:
     ("user", "Looky here, I got this new pup for you!", None),
     ("user", "Cheers again, mate.", None),
     ("user", "Bye again! Talk soon.", None),
+    ("user", "You have no queen. Try again.", None),  # nor requests to an assistant
+    ("user", "Wrong again.", None),
+    ("user", "Ken again.", None),  # "X again" is too often that: only "it's X again" is a name
+    ("user", "Click here.", None),
     ("user", "Hi, Nadia here.", "Nadia"),  # the user introducing themselves
-    ("user", "Ken again. It happened.", "Ken"),
+    ("user", "Hi, it's Ken again. It happened.", "Ken"),
+    ("user", "It's Maya here!", "Maya"),
     ("Tim", "Congrats again! I'm so happy for you.", None),
-    ("Maria", "Ken again. It happened.", None),  # a named speaker's "X again" is someone else
+    ("Maria", "Hi, it's Ken again.", None),  # a named speaker's "it's X again" is someone else
     ("Caroline", "I'm Mel, by the way.", None),
     ("Tim", "Tim here! How are you?", "Tim"),  # or their own name, or a longer or shorter one
     ("Tim", "Tim Smith here!", "Tim Smith"),
@@ -264,7 +269,7 @@ def test_an_assistants_remember_is_advice_not_a_request() -> None:
 ])
 def test_a_greeting_is_no_name_and_a_named_speaker_introduces_only_themselves(
         speaker: str, text: str, name: str | None) -> None:
-    """"X here" / "X again" / "I'm X" name the speaker weakly: a greeting word is no name,
+    """"X here" / "it's X again" / "I'm X" name the speaker weakly: a greeting word is no name,
     and a speaker whose name the turn already gives (not the user) is named only by a form
     of that name."""
     names = [c.object for c in extract_heuristic(_turn(text, speaker=speaker))

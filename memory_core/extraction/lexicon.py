@@ -178,6 +178,7 @@ NAME_STOP = frozenset(
             "the|this|that|these|those|a|an|and|but|or|so|also|well|oh|ok|okay|yes|yeah|no|"
             "hey|hi|hello|thanks|sorry|lol|god|today|tomorrow|yesterday|tonight|everyone|"
             "congrats|congratulations|cheers|welcome|bye|goodbye|looky|look|listen|same|"
+            "try|click|start|stop|sign|done|wrong|good|come|read|check|"
             "everybody|nobody|someone|somebody|anyone|christmas|easter|halloween|thanksgiving|"
             "covid|university|college|school|just|really|actually|honestly|anyway|here|there|"
             "what|who|why|how|when|where|which|if|then|now|not|never|always|still|too|very|"

@@ -97,7 +97,7 @@ _S = "@speaker"
 _NOT_DET = r"(?!(?:the|a|an|my|our|his|her|their|your|this|that|some)\b)"
 _LEARN_REJECT = frozenset(lex("a lot|lots|so much|much|more|a ton|things|stuff|everything"))
 
-# "Maya here!", "Ken again.", "I'm Dev": the speaker's name said in passing, weaker than "my
+# "Maya here!", "it's Ken again", "I'm Dev": the speaker's name said in passing, weaker than "my
 # name is"; a speaker the turn already names is named so only by a form of that name
 # (``heuristic._someone_elses_name``), since greetings look the same ("Congrats again!").
 SELF_INTRODUCTION_CONFIDENCE = 0.6
@@ -109,7 +109,11 @@ IDENTITY_RULES = (
        explicit=True, confidence=0.9),
     _r("intro", rf"^I(?:['’]?m|\s+am)\s+{NAME}(?=\s*(?:$|[,.!]|and\b|btw\b|here\b))",
        f"{_S} name_is {{name}}", confidence=SELF_INTRODUCTION_CONFIDENCE),
-    _r("here", rf"^{NAME}\s+(?:here|again|checking\s+in)(?=\s*(?:$|[,.!;:]))",
+    # Not "X again": "Try again." and "Wrong again." say it far more often than a name does
+    # (in one LongMemEval chat the user became "Try"); "it's Ken again" says it plainly.
+    _r("here", rf"^{NAME}\s+(?:here|checking\s+in)(?=\s*(?:$|[,.!;:]))",
+       f"{_S} name_is {{name}}", confidence=SELF_INTRODUCTION_CONFIDENCE),
+    _r("its_me", rf"^it['’]?s\s+{NAME}\s+(?:again|here)(?=\s*(?:$|[,.!;:]))",
        f"{_S} name_is {{name}}", confidence=SELF_INTRODUCTION_CONFIDENCE),
     _r("go_by", rf"\bI\s+go\s+by\s+{NAME}", f"{_S} preferred_name_is {{name}}", confidence=0.8),
     _r("age", rf"{I_AM}\s+{ADV}(?P<age>\d{{1,3}})(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?"
