@@ -242,9 +242,30 @@ def test_an_assistants_remember_is_advice_not_a_request() -> None:
     # two people talking).
     assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(advice))})
     assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(advice, speaker="Jon"))})
-    # The rest of an assistant's sentence is read as any other: no confidence of a request.
-    said = extract_heuristic(_turn("Remember that I moved to Denver.", speaker="assistant"))
-    assert all(c.source != "user_explicit" for c in said)
+
+
+@pytest.mark.parametrize("text", [
+    "Hello, I am Zarina. I appreciate your interest in my thoughts and ideas.",  # role-play
+    "I love the modification! Adding the date of your visit adds a personal touch.",
+    "Rodinal is a great developer to experiment with! Rodinal is a high-contrast developer.",
+    "Certainly! Here's a speech: Ladies and Gentlemen, I am Shabbir Degani and I moved to "
+    "Boston last year.",  # a draft for the user
+    "I'd be happy to help you plan to raise $500 for the shelter.",
+    "Eckhart Tolle is a spiritual teacher. I plan to read his books next week.",
+])
+def test_an_assistants_turn_is_no_source_of_beliefs(text: str) -> None:
+    """Memory holds what the user (or a named person) says: an assistant's first-person
+    sentences are drafts, role-play and pleasantries, its others world knowledge (seen in a
+    LongMemEval store: "assistant name is Donate", "assistant plans to raise $500",
+    "Rodinal job title is high-contrast developer")."""
+    assert extract_heuristic(_turn(text, speaker="assistant")) == []
+    assert extract_heuristic(_turn(text, speaker=" Assistant ")) == []
+
+
+def test_the_same_words_from_the_user_are_beliefs() -> None:
+    said = extract_heuristic(_turn("I love hiking. I moved to Boston last year."))
+    assert {(c.predicate, c.object) for c in said} >= {("likes", "hiking"),
+                                                      ("moved_to", "Boston")}
 
 
 @pytest.mark.parametrize(("speaker", "text", "name"), [

@@ -60,10 +60,11 @@ Source = Literal["heuristic", "user_explicit"]
 
 EXPLICIT_CONFIDENCE = 0.95
 REMEMBER_CONFIDENCE = 0.9
-# Speakers whose "Remember, ..." is advice to the user, not a request to remember: an
-# assistant's answers are full of it (LongMemEval: 1,943 of 1,978 "remembers" beliefs came
-# from assistant turns, e.g. "the key to successful pickling is ...", and one stood as a fact
-# above the evidence of a question it did not answer).
+# Speakers whose turns are no source of beliefs: memory holds what the user (or a named
+# person) says. An assistant's first-person sentences are drafts, role-play and pleasantries,
+# its others world knowledge: LongMemEval showed "assistant name is Donate", "assistant plans
+# to raise $500" (a business plan it drafted), "Rodinal job title is high-contrast developer",
+# and before that 1,943 of 1,978 "remembers" beliefs from its "Remember, ..." advice.
 ASSISTANT_SPEAKERS = frozenset({"assistant"})
 
 
@@ -276,13 +277,14 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     anchor = _require_aware(turn.occurred_at)
     if not isinstance(turn.text, str) or not turn.text.strip():
         return []
+    if turn.speaker.strip().lower() in ASSISTANT_SPEAKERS:
+        return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()
-    requests = turn.speaker.strip().lower() not in ASSISTANT_SPEAKERS
     named = _named_speaker(turn.speaker)
     sentences = split_sentences(turn.text)
     for sentence in sentences:
-        for cand in _extract_sentence(sentence, anchor, referent, requests):
+        for cand in _extract_sentence(sentence, anchor, referent):
             if named is not None and _someone_elses_name(cand, named):
                 continue  # "Congrats again!", "Ken again." said by Tim: not Tim's name
             key = (normalize_label(cand.subject), cand.predicate,
@@ -298,10 +300,10 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
 
 
 def _named_speaker(speaker: str) -> str | None:
-    """The speaker's name when the turn gives one: not the user (whose name memory learns
-    from what they say) nor the assistant."""
+    """The speaker's name when the turn gives one: not the user, whose name memory learns
+    from what they say."""
     label = normalize_label(speaker)
-    if not label or label in SELF_LABELS or label in ASSISTANT_SPEAKERS:
+    if not label or label in SELF_LABELS:
         return None
     return label
 
@@ -331,13 +333,11 @@ def _bare_title(sentences: list[str],
     return None
 
 
-def _extract_sentence(sentence: str, anchor: datetime, referent: _Referent | None = None,
-                      requests: bool = True) -> list[CandidateBelief]:
-    """``requests``: the speaker may ask to have something remembered (not the assistant,
-    whose "Remember, ..." is advice: the rest of the sentence is read as any other)."""
+def _extract_sentence(sentence: str, anchor: datetime,
+                      referent: _Referent | None = None) -> list[CandidateBelief]:
     text = sentence
     explicit_match = _EXPLICIT.re.match(text)
-    explicit = explicit_match is not None and requests
+    explicit = explicit_match is not None
     if explicit_match:
         text = explicit_match.group("rest")
     text = _PROMISE_WOULD.re.sub(r"\1 will", text)
