@@ -143,20 +143,25 @@ def _strings(value: Any) -> Iterator[str]:
         yield value
 
 
+# Start and stop of a worker pool (spawned interpreters importing the pipeline) at load 20
+# on 2 cores: minutes, not the seconds they take idle. The killer bounds the whole run.
+RUN_S = 600
+
+
 def _run_until_started(argv: list[str], env: dict[str, str]) -> tuple[int, list[dict[str, Any]]]:
     """Start ``mnemo argv``, wait for its first stdout line, SIGTERM it if that says it
     started; (exit code, every stdout line parsed as JSON)."""
     mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
     proc = subprocess.Popen([mnemo, *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    killer = threading.Timer(90, proc.kill)  # a command that never starts fails, not hangs
+    killer = threading.Timer(RUN_S, proc.kill)  # a command that never starts fails, not hangs
     killer.start()
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         if '"started"' in first:  # else it is ending by itself: a signal would race its exit
             proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=90)
+        rest, err = proc.communicate(timeout=RUN_S)
     finally:
         killer.cancel()
     lines = [first, *rest.splitlines()]
@@ -165,6 +170,7 @@ def _run_until_started(argv: list[str], env: dict[str, str]) -> tuple[int, list[
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUN_S + 300)  # the killer fails it first, with what it printed
 @pytest.mark.parametrize("argv", [["worker", "--processes", "1", "--threads", "1"],
                                   ["up", "--processes", "1", "--threads", "1"],
                                   ["scheduler"]], ids=["worker", "up", "scheduler"])

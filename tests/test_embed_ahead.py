@@ -36,7 +36,9 @@ def _same_length(n: int) -> list[str]:
 
 def test_prefetched_texts_go_to_the_model_as_one_batch_and_to_their_callers() -> None:
     inner = Recording()
-    front = BatchingEmbedder(inner, window_ms=50, callers=2)
+    # The batch closes when the twelfth text fills it, not on a window the prefetches must
+    # all fit in (a prefetch is no caller, so callers=1 does not close it early).
+    front = BatchingEmbedder(inner, window_ms=1000, max_texts=12, callers=1)
     texts = _same_length(12)
     for text in texts:  # one at a time, as a consumer hands messages out
         front.prefetch([text])
@@ -52,8 +54,8 @@ def test_prefetched_texts_go_to_the_model_as_one_batch_and_to_their_callers() ->
 def test_an_embed_waits_for_its_prefetch_and_runs_only_what_was_not_prefetched() -> None:
     inner = Recording()
     front = BatchingEmbedder(inner, window_ms=300, callers=4)
+    started = time.monotonic()  # before the prefetch opens the 300 ms window
     front.prefetch(["ahead one", "ahead two"])
-    started = time.monotonic()
     rows = front.embed(["ahead two", "not ahead", "ahead one"])
     assert time.monotonic() - started >= 0.2  # it waited for the prefetch's batch
     np.testing.assert_array_equal(rows, inner.real.embed(["ahead two", "not ahead", "ahead one"]))
@@ -63,7 +65,7 @@ def test_an_embed_waits_for_its_prefetch_and_runs_only_what_was_not_prefetched()
 
 def test_a_prefetch_is_nobody_waiting_so_it_does_not_end_the_window() -> None:
     inner = Recording()
-    front = BatchingEmbedder(inner, window_ms=400, callers=1)
+    front = BatchingEmbedder(inner, window_ms=1000, callers=1)  # the longest window
     front.prefetch(["early"])
     time.sleep(0.15)
     assert inner.calls == []  # one caller, but a prefetch is not a waiting caller

@@ -193,7 +193,9 @@ def test_the_worker_context_shares_one_front_between_its_threads(settings: Setti
 def test_fastembed_rows_are_the_same_batched_or_alone() -> None:
     model = FastEmbedEmbedder(model_name="sentence-transformers/all-MiniLM-L6-v2",
                               model_path=str(shared_model_path()))
-    front = BatchingEmbedder(model, window_ms=200, callers=3)
+    # The longest window: the batch runs as soon as the third caller is in (callers=3), so
+    # it only has to cover the barrier's threads reaching embed() on a loaded machine.
+    front = BatchingEmbedder(model, window_ms=1000, callers=3)
     texts = [["Caroline went to the support group."], ["Melanie paints sunsets", "short"],
              ["A much longer message about adoption agencies and what they asked for."]]
     barrier = threading.Barrier(3)
@@ -231,7 +233,7 @@ def test_the_extract_step_embeds_only_belief_texts(state_db: Database) -> None:
 
 def test_a_batch_goes_to_the_model_in_runs_of_similar_length() -> None:
     inner = Recording()
-    front = BatchingEmbedder(inner, window_ms=100, callers=3)
+    front = BatchingEmbedder(inner, window_ms=1000, callers=3)  # as above: runs when all 3 are in
     short, medium, long = "hi there", "x" * 60, "y" * 400
     groups = [[long, short], [medium, "a" * 10], ["z" * 390]]
     barrier = threading.Barrier(3)

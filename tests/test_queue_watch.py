@@ -98,7 +98,8 @@ def test_watch_shows_the_drain_rate_and_eta_while_a_worker_consumes(
     mirrors = [next(q for q in r["queues"] if q["queue"] == "mirrors") for r in refreshes]
     assert mirrors[0]["drain_per_s"] is None  # one look cannot tell a rate
     assert mirrors[-1]["backlog"] < mirrors[0]["backlog"] <= 400
-    assert mirrors[-1]["drain_per_s"] > 5 and refreshes[-1]["drain_per_s"] > 5
+    # A rate, not a speed: how fast the consumer thread gets to run is the machine's.
+    assert mirrors[-1]["drain_per_s"] > 0 and refreshes[-1]["drain_per_s"] > 0
     assert mirrors[-1]["eta_s"] > 0 or mirrors[-1]["backlog"] == 0
     assert consumer.acked >= 400 - mirrors[-1]["backlog"] - 1  # the rate is the real drain
     assert plain.exit_code == 0, plain.output

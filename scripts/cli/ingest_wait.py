@@ -34,13 +34,16 @@ def wait_recorded(settings: Settings, turns: Sequence[CheckedTurn], on_progress:
     pending = list(turns)
     with sampler(settings) as queues:
         while pending:
+            # The queue first: a turn recorded (then acked) before it looked drained is seen
+            # recorded below, not taken for lost.
+            drained = _drained(queues.sample())
             state = open_state(settings, migrate=False, readonly=True)
             try:
                 pending = [t for t in pending if not is_recorded(state.conn, t)]
             finally:
                 state.close()
             on_progress("recorded", len(turns) - len(pending), len(turns))
-            if not pending or _drained(queues.sample()):
+            if drained:
                 break
             sleep(poll_s)
     return pending
