@@ -286,7 +286,7 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     for sentence in sentences:
         for cand in _extract_sentence(sentence, anchor, referent):
             if named is not None and _someone_elses_name(cand, named):
-                continue  # "Congrats again!", "Ken again." said by Tim: not Tim's name
+                continue  # "I'm Mel, by the way." said by Caroline: not Caroline's name
             key = (normalize_label(cand.subject), cand.predicate,
                    normalize_label(cand.object), cand.negated)  # fmt: skip
             if key not in best or cand.confidence > best[key].confidence:
