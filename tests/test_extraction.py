@@ -277,6 +277,9 @@ def test_the_same_words_from_the_user_are_beliefs() -> None:
     ("user", "Wrong again.", None),
     ("user", "Ken again.", None),  # "X again" is too often that: only "it's X again" is a name
     ("user", "Click here.", None),
+    ("user", "Donate here: https://example.org/give", None),  # a call to action, with a link
+    ("user", "Register here!", None),
+    ("user", "Nadia here: quick question.", "Nadia"),
     ("user", "Hi, Nadia here.", "Nadia"),  # the user introducing themselves
     ("user", "Hi, it's Ken again. It happened.", "Ken"),
     ("user", "It's Maya here!", "Maya"),
