@@ -238,20 +238,23 @@ def test_a_sigkilled_workers_message_is_processed_again(target: Target,
 def test_worker_processes_share_a_queue_and_sigterm_finishes_in_flight_work(
         target: Target, tmp_path: Path) -> None:
     sender = target.broker(worker=False)
-    for i in range(200):
-        sender.enqueue(Message(queue_name=QUEUE, actor_name="mark", args=(),
-                               kwargs={"key": f"m{i}"}, options={}))
     marker = tmp_path / "marks"
-    procs = [start_worker_process(target.env(), marker, "--sleep", "0.02",
+    # One process alone needs 5 s for the 200 (2 threads, 50 ms each): the other, serving
+    # before any is sent, has that long to take its share on a loaded machine.
+    procs = [start_worker_process(target.env(), marker, "--sleep", "0.05", "--ready",
                                   *target.worker_args()) for _ in range(2)]
     try:
-        wait_for(lambda: sum(m[2] == "done" for m in marker_lines(marker)) >= 150, 60, 0.05)
+        wait_for(lambda: sum(m[2] == "ready" for m in marker_lines(marker)) == 2, 60, 0.05)
+        for i in range(200):
+            sender.enqueue(Message(queue_name=QUEUE, actor_name="mark", args=(),
+                                   kwargs={"key": f"m{i}"}, options={}))
+        wait_for(lambda: sum(m[2] == "done" for m in marker_lines(marker)) >= 150, 120, 0.05)
         codes = [stop_process(p) for p in procs]  # mid-stream: in-flight work finishes
     finally:
         for p in procs:
             stop_process(p)
     assert codes == [0, 0]
-    marks = marker_lines(marker)
+    marks = [m for m in marker_lines(marker) if m[2] != "ready"]
     started = [m[0] for m in marks if m[2] == "start"]
     done = [m[0] for m in marks if m[2] == "done"]
     assert sorted(started) == sorted(done)  # nothing was cut off half-way
