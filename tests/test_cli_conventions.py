@@ -47,6 +47,8 @@ ELSEWHERE = {
     "mirror sync": "needs a mirror server: tests/mirrors/test_neo4j_mirror.py",
     "mirror reconcile": "needs a mirror server: tests/mirrors/test_reconcile.py",
     "mirror promote": "needs a Postgres primary: tests/primary/test_promote.py",
+    "beliefs invalidate": "changes this module's shared memory: "
+                          "tests/test_cli_beliefs_invalidate.py runs `beliefs invalidate --json`",
 }
 
 # The rest, run in this order with --json on one data directory ({belief}, {turns},

@@ -1,4 +1,5 @@
-"""``mnemo beliefs`` and ``mnemo entities``: what memory knows about a tenant, read-only."""
+"""``mnemo beliefs`` and ``mnemo entities``: what memory knows about a tenant (read-only), and
+``mnemo beliefs invalidate`` to mark a wrong belief never true."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import click
 from memory_core.clock import to_db, utcnow
 from memory_core.db import open_state
 from memory_core.db.sqlite import Connection
+from memory_core.embedders.factory import make_embedder
+from memory_core.model.beliefs import invalidate_belief
 from memory_core.model.tenants import require_tenant
+from memory_core.recall.inspect import split_item_id
 from memory_core.recall.knowledge import (
     MAX_ROWS,
     BeliefView,
@@ -19,6 +23,8 @@ from memory_core.recall.knowledge import (
     list_beliefs,
     list_entities,
 )
+from memory_core.vectors import VectorIndex
+from memory_core.vocabulary import INVALIDATED
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
 from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day, stored
@@ -98,6 +104,54 @@ def list_(obj: Ctx, tenant: str | None, subject: str | None, predicate: str | No
         emit_table(_HEADERS, _rows(found))
     else:
         click.echo("no beliefs" + (" valid then" if as_of else ""))
+
+
+@beliefs.command("invalidate")
+@click.argument("belief")
+@tenant_option
+@click.option("--yes", is_flag=True, help="Confirm: the belief is marked never true.")
+@json_option
+@click.pass_obj
+@handle_errors
+def invalidate(obj: Ctx, belief: str, tenant: str | None, yes: bool, as_json: bool) -> None:
+    """Mark BELIEF never true: a wrong memory is no longer recalled or listed as current.
+
+    BELIEF is an id shown by `mnemo recall --explain` or `mnemo beliefs list --json`
+    (belief:b_... or its uid). The belief keeps its place in the history (status
+    invalidated, `--include-superseded` lists it); a value it had replaced is current again;
+    a wrong name of the user is no longer the user's name. The mirrors get the change.
+    Running it again changes nothing. Needs --yes.
+
+    Example:
+
+        mnemo beliefs invalidate belief:b_3f2a... --tenant acme --yes
+    """
+    kind, uid = split_item_id(belief)
+    if kind not in (None, "belief"):
+        raise click.ClickException(f"{belief!r} is {kind} memory, not a belief: only beliefs "
+                                   "are invalidated (see `mnemo beliefs list --json`)")
+    if not yes:
+        raise click.ClickException("invalidate marks a belief never true: pass --yes to "
+                                   f"confirm (see it first: `mnemo memory explain belief:{uid}`)")
+    tenant = tenant or obj.settings.default_tenant
+    require_data_dir(obj.settings)
+    state = open_state(obj.settings, migrate=False)
+    try:
+        index = VectorIndex(make_embedder(obj.settings))
+        index.claim(state.conn, f"the data in {state.path}")  # texts it re-renders are embedded
+        outcome = invalidate_belief(state.conn, index, tenant, uid)
+    finally:
+        state.close()
+    result = {"belief": f"belief:{outcome.belief_uid}", "previous_status": outcome.previous_status,
+              "status": INVALIDATED, "current_again": [f"belief:{u}" for u in outcome.reopened]}
+    if as_json:
+        emit_json(result)
+    elif outcome.previous_status == INVALIDATED:
+        click.echo(f"{result['belief']} was already invalidated; nothing changed")
+    else:
+        click.echo(f"{result['belief']} invalidated (was {outcome.previous_status})")
+        for again in result["current_again"]:
+            click.echo(f"current again: {again}")
 
 
 @beliefs.command("history")
