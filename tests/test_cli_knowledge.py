@@ -54,10 +54,14 @@ def test_the_table_shows_the_columns_and_days(data_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["subject", "predicate", "object", "valid", "from", "valid",
-                                "to", "status", "conf", "source", "turn"]
-    assert lines[1:] == [
+                                "to", "status", "conf", "source", "turn", "id"]
+    rows, ids = zip(*(line.rsplit("  ", 1) for line in lines[1:]), strict=True)
+    assert [row.rstrip() for row in rows] == [
         "Ana Silva  lives_in   Osaka   2024-05-04  -         active  0.70  heuristic  u0021",
         "Sam        lives_in   Osaka   2024-05-03  -         active  0.80  heuristic  u0017"]
+    # The id is the one `mnemo memory explain` and `mnemo beliefs invalidate` take.
+    listed = as_json(data_dir, "beliefs", "list", "-t", "t1", "--predicate", "lives_in")
+    assert [i.strip() for i in ids] == [f"belief:{r['belief_uid']}" for r in listed]
 
 
 @pytest.mark.parametrize(("as_of", "city"), [

@@ -49,11 +49,13 @@ def _reading(obj: Ctx, tenant: str | None) -> Iterator[tuple[Connection, str]]:
 def _rows(beliefs: list[BeliefView]) -> list[list[object]]:
     return [[b.subject, b.predicate, ("not " if b.negated else "") + b.object,
              show_day(b.valid_from), show_day(b.valid_to) or "-", b.status,
-             f"{b.confidence:.2f}", b.source, b.turn_uid or "-"] for b in beliefs]
+             f"{b.confidence:.2f}", b.source, b.turn_uid or "-", f"belief:{b.belief_uid}"]
+            for b in beliefs]
 
 
+# The id is what `mnemo memory explain` and `mnemo beliefs invalidate` take.
 _HEADERS = ["subject", "predicate", "object", "valid from", "valid to", "status", "conf",
-            "source", "turn"]
+            "source", "turn", "id"]
 
 
 @click.group()
@@ -116,8 +118,8 @@ def list_(obj: Ctx, tenant: str | None, subject: str | None, predicate: str | No
 def invalidate(obj: Ctx, belief: str, tenant: str | None, yes: bool, as_json: bool) -> None:
     """Mark BELIEF never true: a wrong memory is no longer recalled or listed as current.
 
-    BELIEF is an id shown by `mnemo recall --explain` or `mnemo beliefs list --json`
-    (belief:b_... or its uid). The belief keeps its place in the history (status
+    BELIEF is an id shown by `mnemo beliefs list` or `mnemo recall --explain`
+    (belief:b_..., or the uid alone). The belief keeps its place in the history (status
     invalidated, `--include-superseded` lists it); a value it had replaced is current again;
     a wrong name of the user is no longer the user's name. The mirrors get the change.
     Running it again changes nothing. Needs --yes.
