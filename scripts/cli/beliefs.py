@@ -131,7 +131,7 @@ def invalidate(obj: Ctx, belief: str, tenant: str | None, yes: bool, as_json: bo
     kind, uid = split_item_id(belief)
     if kind not in (None, "belief"):
         raise click.ClickException(f"{belief!r} is {kind} memory, not a belief: only beliefs "
-                                   "are invalidated (see `mnemo beliefs list --json`)")
+                                   "are invalidated (see `mnemo beliefs list`)")
     if not yes:
         raise click.ClickException("invalidate marks a belief never true: pass --yes to "
                                    f"confirm (see it first: `mnemo memory explain belief:{uid}`)")
