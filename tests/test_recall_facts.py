@@ -68,9 +68,9 @@ def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: se
 def test_intent_reads_every_relation_the_extractor_stores() -> None:
     # One vocabulary: a relative the extractor stores a belief for ("my grandson Eli", "my
     # stepdad") is one a query can ask about, as the same relation.
-    from memory_core.extraction.lexicon import REL_PREDICATE
+    from memory_core.extraction.lexicon import RELATION_OF
     from memory_core.recall.intent import RELATIONS
-    one_word = {w: p for w, p in REL_PREDICATE.items() if w.isalpha()}
+    one_word = {w: p for w, p in RELATION_OF.items() if w.isalpha()}
     assert len(one_word) > 40
     assert {w: RELATIONS.get(w) for w in one_word} == one_word
     assert read_intent("Where does my grandson live?").relations == ("has_relative",)

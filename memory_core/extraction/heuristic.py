@@ -37,7 +37,6 @@ from memory_core.extraction.lexicon import (
     NUMBER_WORDS,
     REL_ADJS,
     REL_GENDER,
-    REL_PREDICATE,
     VERB_LEMMA,
     LazyRegex,
     alt,
@@ -54,7 +53,7 @@ from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.belief_rules import REPLACEABLE
 from memory_core.model.entities import SELF_LABELS
 from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
-from memory_core.model.predicates import PREDICATES
+from memory_core.model.predicates import PREDICATES, RELATION_OF
 
 Source = Literal["heuristic", "user_explicit"]
 
@@ -180,7 +179,7 @@ _PRONOUN_START = LazyRegex(r"^(?P<p>he|she)(?P<s>['’]s|\s+)(?P<been>(?:been|go
 def _rel_mention() -> re.Pattern[str]:
     """"my (older) brother (Tom)": compiled on first use, like the rules."""
     return re.compile(
-        rf"\bmy\s+{REL_ADJS}(?P<rel>{alt(tuple(REL_PREDICATE))})(?![\w'’-])"
+        rf"\bmy\s+{REL_ADJS}(?P<rel>{alt(tuple(RELATION_OF))})(?![\w'’-])"
         rf"(?:,?\s+(?P<name>{NAME_BODY}))?", re.IGNORECASE)
 
 
@@ -403,7 +402,7 @@ def _group_values(
 def _lookup(group: str, raw: str) -> str | None:
     word = " ".join(raw.lower().split())
     if group == "rel":
-        return REL_PREDICATE.get(word) or _REL_EXTRA.get(word)
+        return RELATION_OF.get(word) or _REL_EXTRA.get(word)
     if group == "verb":
         return VERB_LEMMA.get(word, word)
     if group == "n":

@@ -98,7 +98,6 @@ GENDERS = lex(
     "nonbinary|enby|genderqueer|genderfluid|gender-fluid|agender|cis woman|cis man|"
     "cisgender woman|cisgender man|two-spirit|transgender|trans|woman|man"
 )
-REL_PREDICATE = dict(RELATION_OF)
 # The label of an unnamed relative ("my mum" -> "user's mom") and who "he"/"she" can be.
 REL_CANONICAL = {
     "mom": "mother", "mum": "mother", "mommy": "mother", "dad": "father", "daddy": "father",
@@ -216,7 +215,7 @@ WE = r"\b(?:I|we)"
 WE_ARE = r"\b(?:I(?:['’]?m|\s+am)|we(?:['’]re|\s+are))"
 WE_HAVE = r"\b(?:I|we)(?:['’]ve|\s+have)"
 OBJ = r"(?P<obj>.{1,200})"
-REL = rf"(?P<rel>{alt(tuple(REL_PREDICATE))})"
+REL = rf"(?P<rel>{alt(tuple(RELATION_OF))})"
 REL_ADJS = rf"(?:{alt(REL_ADJ)}\s+){{0,2}}"
 JOB_MOD = rf"(?:(?!{alt(JOB_MODIFIER_BLOCK)}\b)[a-z][\w-]*\s+){{0,3}}?"
 JOB = rf"(?P<job>{JOB_MOD}{alt(JOBS)})(?![\w'’-])"

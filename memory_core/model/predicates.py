@@ -125,7 +125,7 @@ def is_functional(name: str) -> bool:
 
 
 # The words a relative is named by, per relation predicate ("a|b c|d"): the extractor reads
-# "my grandson Eli" with them (``extraction.lexicon.REL_PREDICATE``) and recall reads "where
+# "my grandson Eli" with them (``RELATION_OF``, in ``extraction.lexicon``) and recall reads "where
 # does my grandson live?" with the same words (``recall.intent.RELATIONS``), so a relative
 # memory stores is one a query can ask about. Here, below both, so that each imports it.
 RELATION_WORDS: Mapping[str, str] = MappingProxyType({
