@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from memory_core import Memory
 from memory_core.db import open_state
-from memory_core.model.entities import entity_name
+from memory_core.model.entities import entity_name, lookup
 from memory_core.model.tenants import HUB
 from memory_core.settings import Settings
 from scripts.cli import main
@@ -125,6 +125,20 @@ def test_a_wrong_name_invalidated_gives_the_user_their_name_back(settings: Setti
     listed = mnemo(settings, "beliefs", "list", "-t", "t1", "--predicate", "lives_in")
     assert "Sam" in listed.stdout and "Dev" not in listed.stdout  # the user's facts, by name
     assert hub_name(settings, "t2") == "Dev"  # another tenant's memory is its own
+
+
+def test_the_users_only_name_invalidated_leaves_them_unnamed(settings: Settings) -> None:
+    write_like_a_worker(settings, "t3", [{**_turns("t3")[3], "index": 0}])  # "Dev here."
+    assert hub_name(settings, "t3") == "Dev"
+    result = mnemo(settings, "beliefs", "invalidate", belief_id(settings, "t3", "name_is", "Dev"),
+                   "-t", "t3", "--yes")
+    assert result.exit_code == 0, result.output
+    assert hub_name(settings, "t3") == HUB  # the default name, not the wrong one
+    db = open_state(settings, migrate=False, readonly=True)
+    try:
+        assert lookup(db.conn, "t3", "Dev") is None  # "Dev" no longer names the user
+    finally:
+        db.close()
 
 
 def test_it_refuses_without_yes_and_for_what_is_not_this_tenants_belief(

@@ -35,8 +35,8 @@ from memory_core.model.entities import (
 )
 from memory_core.model.hygiene import SPEAKER, check_subject, is_payload_object, normalize_label
 from memory_core.model.predicates import get_predicate
-from memory_core.model.self_hub import NAME_PREDICATE, sync_hub_name
-from memory_core.model.slots import NewBelief, load_rows, resolve_new, update_status
+from memory_core.model.self_hub import NAME_PREDICATE, forget_hub_names, sync_hub_name
+from memory_core.model.slots import NewBelief, Row, load_rows, resolve_new, update_status
 from memory_core.model.slots import insert as insert_belief
 from memory_core.model.slots import resolve as resolve_slot
 from memory_core.model.tenants import require_tenant
@@ -301,15 +301,26 @@ def invalidate_belief(conn: Connection, index: VectorIndex, tenant: str,
     with atomic(conn, tenants=(tenant,)):
         tx = WriteTx(conn, index, tenant, to_db(utcnow()), embeds)
         row = _find(conn, tenant, belief)
-        predicate = conn.execute("SELECT predicate FROM beliefs WHERE id = ?",
-                                 (row.id,)).fetchone()[0]
-        update_status(tx, row, Resolution(INVALIDATED, row.valid_to))
-        reopened = resolve_slot(tx, row.subject_id, predicate, row.object_norm)
-        if row.subject_id == HUB and predicate == NAME_PREDICATE:
-            sync_hub_name(tx)
+        reopened = invalidate_in_tx(tx, row)
         tx.flush()
     return InvalidateOutcome(row.id, row.uid, row.status, reopened)
 
 
+def invalidate_in_tx(tx: WriteTx, row: Row) -> list[str]:
+    """Mark ``row`` invalidated inside an open transaction and re-resolve its slot; the uids
+    whose status changed because of it. Nothing changes for a row already invalidated.
+    Anchors need no re-check: they count a hub edge of any status (``ego_anchor``)."""
+    predicate, object_text = tx.conn.execute(
+        "SELECT predicate, object_text FROM beliefs WHERE id = ?", (row.id,)).fetchone()
+    update_status(tx, row, Resolution(INVALIDATED, row.valid_to))
+    reopened = resolve_slot(tx, row.subject_id, predicate, row.object_norm)
+    if row.subject_id == HUB and predicate == NAME_PREDICATE:
+        # A name no belief gives any more stops naming the user (their only name too: the
+        # hub is "user" again), as when its turn is deleted; then the names left align.
+        forget_hub_names(tx, [object_text])
+        sync_hub_name(tx)
+    return reopened
+
+
 __all__ = ["BeliefInput", "BeliefOutcome", "InvalidateOutcome", "anchor_text",
-           "invalidate_belief", "mutate_belief"]
+           "invalidate_belief", "invalidate_in_tx", "mutate_belief"]
