@@ -59,6 +59,7 @@ CHEAP: dict[str, list[str]] = {
     "ingest": ["{turns}", "--tenant", "t3"],
     "beliefs list": ["-t", "t1", "--as-of", "2024-05-02"],
     "beliefs history": ["-t", "t1", "Sam", "lives_in"],
+    "beliefs reextract": ["-t", "t1", "--dry-run"],
     "entities list": ["-t", "t1"],
     "recall": ["where does Sam live?", "-t", "t1", "--as-of", "2024-05-02T12:30:00"],
     "digest": ["-t", "t1", "--date", "2024-05-02"],

@@ -208,10 +208,16 @@ class Stated:
     stated_valid_to: str | None = None
 
 
+def topic_family(predicate: str) -> frozenset[str] | None:
+    """The predicates sharing ``predicate``'s topic (None: a replacing statement of it ends
+    nothing by topic; its slot's resolution does)."""
+    return next((frozenset(f) for f in _TOPIC_FAMILIES if predicate in f), None)
+
+
 def replaces_topic(new: Stated, old: Stated) -> bool:
     """Whether the replacing statement ``new`` ends ``old`` (pure; no dates compared but the
     plans' own). A restatement of the same object is not a replacement."""
-    family = next((f for f in _TOPIC_FAMILIES if new.predicate in f), None)
+    family = topic_family(new.predicate)
     if family is None or old.predicate not in family or new.object_norm == old.object_norm:
         return False
     new_words, old_words = new.object_norm.split(), old.object_norm.split()

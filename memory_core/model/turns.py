@@ -114,6 +114,18 @@ def get_turn(conn: Connection, tenant: str, turn_uid: str) -> TurnRow | None:
     return _row(r) if r else None
 
 
+def turns_page(conn: Connection, tenant: str, after: TurnRow | None,
+               limit: int) -> list[TurnRow]:
+    """Up to ``limit`` of the tenant's turns after ``after`` (None: from the first), by
+    session, then position, then id: a scan of every turn a page at a time, along
+    ``ix_turns_session`` (no other tenant's rows are read)."""
+    key = ("", -1, 0) if after is None else (after.session_id, after.index, after.id)
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM turns WHERE tenant = ? AND (session_id, idx, id) > (?, ?, ?) "
+        "ORDER BY session_id, idx, id LIMIT ?", (tenant, *key, limit)).fetchall()
+    return [_row(r) for r in rows]
+
+
 def insert_turn(conn: Connection, t: CheckedTurn) -> tuple[int, bool]:
     """Insert inside an open transaction; ``(turn id, created)``. Idempotent on turn_uid."""
     found = conn.execute(

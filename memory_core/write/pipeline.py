@@ -36,6 +36,7 @@ from memory_core.model.turns import (
     DEFAULT_MAX_TURN_CHARS,
     CheckedTurn,
     TurnInput,
+    TurnRow,
     check_turn,
     get_turn,
     insert_turn,
@@ -180,13 +181,18 @@ def _was_deleted(conn: Connection, tenant: str, turn_uid: str) -> bool:
     return claimed is not None and get_turn(conn, tenant, turn_uid) is None
 
 
+def checked_turn(row: TurnRow) -> CheckedTurn:
+    """A recorded turn as the extractor's input is built from it."""
+    return CheckedTurn(row.tenant, row.session_id, row.turn_uid, row.speaker, row.text,
+                       to_db(row.occurred_at), row.index)
+
+
 def _recorded(conn: Connection, tenant: str, turn_uid: str) -> tuple[int, CheckedTurn]:
     row = get_turn(conn, tenant, turn_uid)
     if row is None:
         raise NotFoundError(f"turn {turn_uid!r} is not recorded in tenant {tenant!r}: record "
                             "it first (record_turn job)")
-    return row.id, CheckedTurn(tenant, row.session_id, row.turn_uid, row.speaker, row.text,
-                               to_db(row.occurred_at), row.index)
+    return row.id, checked_turn(row)
 
 
 def extract_and_apply(state_db: Database, index: VectorIndex, tenant: str, turn_uid: str,

@@ -1,5 +1,6 @@
-"""``mnemo beliefs`` and ``mnemo entities``: what memory knows about a tenant (read-only), and
-``mnemo beliefs invalidate`` to mark a wrong belief never true."""
+"""``mnemo beliefs`` and ``mnemo entities``: what memory knows about a tenant (read-only),
+``mnemo beliefs invalidate`` to mark a wrong belief never true, and ``mnemo beliefs
+reextract`` to draw a tenant's beliefs again with the current extractor."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from memory_core.vocabulary import INVALIDATED
 from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_option
 from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day, stored
+from scripts.cli.progress import progress_for, quiet_option
 
 tenant_option = click.option("--tenant", "-t", default=None,
                              help="Tenant (default: MNEMO_TENANT).")
@@ -154,6 +156,71 @@ def invalidate(obj: Ctx, belief: str, tenant: str | None, yes: bool, as_json: bo
         click.echo(f"{result['belief']} invalidated (was {outcome.previous_status})")
         for again in result["current_again"]:
             click.echo(f"current again: {again}")
+
+
+SHOWN_CHANGES = 50  # rows of the change table (--json lists every change)
+
+
+@beliefs.command("reextract")
+@tenant_option
+@click.option("--dry-run", is_flag=True, help="Only show what would change; write nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: beliefs are added and invalidated.")
+@json_option
+@quiet_option
+@click.pass_obj
+@handle_errors
+def reextract_cmd(obj: Ctx, tenant: str | None, dry_run: bool, yes: bool, as_json: bool,
+                  quiet: bool) -> None:
+    """Draw a tenant's beliefs again from its recorded turns, with the current extractor.
+
+    Beliefs are drawn once, when a turn is recorded: after an upgrade whose extractor reads
+    turns better, a store keeps what the older rules drew. This re-reads every turn whose
+    extraction ran: an extracted belief the extractor no longer draws from its turn is
+    invalidated (history keeps it; a value it had replaced is current again), and a belief
+    it draws now that is not stored is added, by the same rules as the workers' step.
+    Beliefs stated by the user or an operator, imported ones and invalidated ones are left
+    alone; so are turns the workers have not extracted yet. The mirrors get the changes.
+    Idempotent and resumable: run it again and it changes nothing, or finishes a run that
+    was stopped. Needs --yes, or --dry-run to see the changes first. Progress on stderr.
+
+    Example:
+
+        mnemo beliefs reextract --tenant acme --dry-run
+    """
+    from memory_core.write.reextract import reextract  # the extractor loads on use
+
+    if not (dry_run or yes):
+        raise click.ClickException("reextract adds and invalidates beliefs: pass --yes to "
+                                   "confirm, or --dry-run to see the changes first")
+    tenant = tenant or obj.settings.default_tenant
+    require_data_dir(obj.settings)
+    state = open_state(obj.settings, migrate=False, readonly=dry_run)
+    try:
+        index = VectorIndex(make_embedder(obj.settings))
+        if not dry_run:
+            index.claim(state.conn, f"the data in {state.path}")  # new beliefs are embedded
+        with progress_for("reextract", as_json=as_json, quiet=quiet) as bar:
+            report = reextract(state, index, tenant, dry_run=dry_run, on_progress=bar)
+    finally:
+        state.close()
+    changes = [("add", c) for c in report.added] + [("invalidate", c) for c in report.invalidated]
+    if as_json:
+        emit_json({**report.summary(), "changes": [{"change": kind, **c.to_dict()}
+                                                    for kind, c in changes]})
+        return
+    verb = ("would add", "would invalidate") if dry_run else ("added", "invalidated")
+    click.echo(f"{report.turns} turns read ({report.not_extracted} not extracted yet: the "
+               f"workers draw them); {verb[0]} {len(report.added)}, {verb[1]} "
+               f"{len(report.invalidated)}, refused {report.rejected}"
+               + ("" if dry_run else f"; current again {report.current_again}"))
+    if changes:
+        emit_table(["change", "turn", "subject", "predicate", "object", "id"],
+                   [[kind, c.turn_uid, c.subject, c.predicate,
+                     ("not " if c.negated else "") + c.object_text,
+                     f"belief:{c.belief_uid}" if c.belief_uid else "-"]
+                    for kind, c in changes[:SHOWN_CHANGES]])
+    if len(changes) > SHOWN_CHANGES:
+        click.echo(f"... and {len(changes) - SHOWN_CHANGES} more (--json lists them all)")
 
 
 @beliefs.command("history")

@@ -11,6 +11,7 @@ from typing import Any
 
 from memory_core.db import migrate_stores, open_state
 from memory_core.embedders.factory import make_embedder
+from memory_core.extraction.api import Extractor
 from memory_core.model.tenants import create_tenant
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
@@ -70,16 +71,17 @@ def maya_turns(tenant: str) -> list[dict[str, Any]]:
     return out
 
 
-def write_like_a_worker(settings: Settings, tenant: str,
-                        turns: Iterable[Mapping[str, Any]]) -> None:
-    """Migrate, create ``tenant`` and write ``turns`` through the workers' pipeline."""
+def write_like_a_worker(settings: Settings, tenant: str, turns: Iterable[Mapping[str, Any]],
+                        extractor: Extractor | None = None) -> None:
+    """Migrate, create ``tenant`` and write ``turns`` through the workers' pipeline (with
+    ``extractor``: instead of the default one)."""
     migrate_stores(settings)
     db = open_state(settings, migrate=False)
     try:
         index = VectorIndex(make_embedder(settings))
         create_tenant(db.conn, tenant)
         for turn in turns:
-            pipeline.process_turn(db, index, turn)
+            pipeline.process_turn(db, index, turn, extractor=extractor)
             pipeline.anchor_turn(db, index, tenant, turn["turn_uid"])
             pipeline.micro_consolidate(db, index, tenant, turn["session_id"],
                                        turn_uid=turn["turn_uid"])

@@ -1,0 +1,307 @@
+"""Re-running the extractor over a tenant's recorded turns (``mnemo beliefs reextract``).
+
+Beliefs are drawn once, when a turn is recorded. When the extractor's rules change (a fix
+that stops reading an assistant's words as the user's, a name it no longer mistakes), a
+store keeps what the older rules drew, and turns that the new rules read better stay
+unread. ``reextract`` brings a tenant's extracted beliefs to what the current extractor
+draws from the same turns, as a fresh store would hold them. It plans, then applies:
+
+- **plan** (read only): every turn whose extraction ran (its ``extract`` key is written;
+  the others the workers will still draw, with the current rules) goes through the
+  extractor again. A stored belief of the extractor's source (``heuristic``) drawn from
+  one of those turns is *stale* when no current candidate of any turn is that belief (its
+  content key: subject, predicate, object, valid-from, source). A negation that a
+  replacing statement wrote ("likes tea now" ending "likes coffee") stands while its
+  statement does. A candidate none of whose content keys is stored, under any status, is
+  *new*; one the write rules would refuse (a subject that is no name) is *rejected* and
+  never written.
+- **apply**: stale beliefs are invalidated first (never true: history keeps them, a value
+  one had closed is current again, mirrors get the change), then the new ones are written
+  in world-time order by the write rules of the post-turn step (slots, superseding, the
+  ego anchor), one short transaction per turn.
+
+Idempotent and resumable: a second run plans nothing; a run killed part-way is finished
+by the next. Nothing else is touched: beliefs the user or an operator stated, imported
+ones, anchors, an invalidated belief (the extractor drawing it again does not revive it),
+other tenants. What it logs: counts, never memory text.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import structlog
+
+from memory_core.db.sqlite import Connection
+from memory_core.db.stores import Database
+from memory_core.extraction.api import (
+    DEFAULT_SOURCE,
+    Extractor,
+    candidates_for,
+    default_extractor,
+    extractor_name,
+)
+from memory_core.model import episodes
+from memory_core.model.belief_rules import (
+    REPLACEABLE,
+    content_key,
+    normalize_object,
+    topic_family,
+)
+from memory_core.model.beliefs import (
+    Checked,
+    apply_in_tx,
+    invalidate_in_tx,
+    predicted_texts,
+    subject_label,
+)
+from memory_core.model.entities import HUB, SELF_LABELS, lookup, mint_id
+from memory_core.model.hygiene import check_subject, normalize_label
+from memory_core.model.slots import load_rows
+from memory_core.model.tenants import require_tenant
+from memory_core.model.turns import TurnRow, get_turn, turns_page
+from memory_core.model.write_tx import Embeds, write_tx
+from memory_core.progress import OnProgress, no_progress
+from memory_core.vectors import VectorIndex
+from memory_core.vocabulary import INVALIDATED
+from memory_core.write.pipeline import EXTRACTED, checked_turn, step_key
+
+log = structlog.get_logger("mnemo.write")
+
+PAGE = 500  # turns read per statement
+
+
+@dataclass(frozen=True)
+class Change:
+    """One belief reextract adds or invalidates (what the operator's listing shows)."""
+
+    turn_uid: str
+    subject: str
+    predicate: str
+    object_text: str
+    negated: bool
+    belief_uid: str | None  # None for a belief not written yet
+
+    def to_dict(self) -> dict[str, object]:
+        return {"turn_uid": self.turn_uid, "subject": self.subject,
+                "predicate": self.predicate, "object": self.object_text,
+                "negated": self.negated,
+                "belief": None if self.belief_uid is None else f"belief:{self.belief_uid}"}
+
+
+@dataclass
+class ReextractReport:
+    tenant: str
+    dry_run: bool
+    extractor: str
+    turns: int = 0  # turns read
+    not_extracted: int = 0  # turns whose extraction has not run yet: left to the workers
+    added: list[Change] = field(default_factory=list)
+    invalidated: list[Change] = field(default_factory=list)
+    rejected: int = 0  # candidates the write rules refuse (never written)
+    current_again: int = 0  # beliefs current again because a stale one was invalidated
+
+    def summary(self) -> dict[str, object]:
+        return {"tenant": self.tenant, "dry_run": self.dry_run, "extractor": self.extractor,
+                "turns": self.turns, "not_extracted": self.not_extracted,
+                "added": len(self.added), "invalidated": len(self.invalidated),
+                "rejected": self.rejected, "current_again": self.current_again}
+
+
+@dataclass(frozen=True)
+class _Stored:
+    id: int
+    uid: str
+    subject_id: str
+    predicate: str
+    object_text: str
+    negated: bool
+    valid_from: str
+    source: str
+    turn_uid: str
+
+
+@dataclass
+class _Plan:
+    """What the extractor draws now: the content keys, the replacing statements' topics,
+    and the candidates per turn that are not stored."""
+
+    produced: set[str] = field(default_factory=set)
+    replacing: set[tuple[str, str, str, frozenset[str]]] = field(default_factory=set)
+    new: list[tuple[TurnRow, list[Checked]]] = field(default_factory=list)
+    turns: set[str] = field(default_factory=set)  # the turns read
+
+
+def _subject_ids(conn: Connection, tenant: str, label: str) -> list[str]:
+    """The entities a candidate's subject can be stored under: the one its label names now,
+    and the one the label would have minted (an alias re-pointed since, e.g. by a rename)."""
+    norm = normalize_label(label)
+    if norm in SELF_LABELS:
+        return [HUB]
+    found = lookup(conn, tenant, label)
+    minted = mint_id(tenant, norm)
+    return [found, minted] if found is not None and found != minted else [minted]
+
+
+def _keys(tenant: str, subject_ids: Iterable[str], c: Checked) -> list[str]:
+    norm = normalize_object(c.object_text)
+    return [content_key(tenant, s, c.predicate, norm, c.valid_from, c.source, c.negated)
+            for s in subject_ids]
+
+
+def _existing(conn: Connection, tenant: str, uids: list[str]) -> set[str]:
+    if not uids:
+        return set()
+    rows = conn.execute(f"SELECT belief_uid FROM beliefs WHERE tenant = ? AND belief_uid IN "
+                        f"({','.join('?' * len(uids))})", (tenant, *uids)).fetchall()
+    return {r[0] for r in rows}
+
+
+def _extracted(conn: Connection, tenant: str, page: list[TurnRow], name: str) -> set[str]:
+    """The turns of ``page`` whose extraction ran (their ``extract`` key is written)."""
+    keys = {step_key(EXTRACTED, tenant, t.turn_uid, name): t.turn_uid for t in page}
+    rows = conn.execute(f"SELECT key FROM applied_jobs WHERE key IN "
+                        f"({','.join('?' * len(keys))})", tuple(keys)).fetchall()
+    return {keys[r[0]] for r in rows}
+
+
+def _plan(conn: Connection, tenant: str, run: Extractor, name: str,
+          report: ReextractReport, on_progress: OnProgress) -> _Plan:
+    plan = _Plan()
+    total = conn.execute("SELECT count(*) FROM turns WHERE tenant = ?", (tenant,)).fetchone()[0]
+    last: TurnRow | None = None
+    while page := turns_page(conn, tenant, last, PAGE):
+        last = page[-1]
+        done = _extracted(conn, tenant, page, name)
+        for t in page:
+            report.turns += 1
+            if t.turn_uid not in done:
+                report.not_extracted += 1
+                continue
+            plan.turns.add(t.turn_uid)
+            _plan_turn(conn, tenant, run, t, plan, report)
+        on_progress("turns", report.turns, total)
+    return plan
+
+
+def _plan_turn(conn: Connection, tenant: str, run: Extractor, t: TurnRow, plan: _Plan,
+               report: ReextractReport) -> None:
+    checked, _ = candidates_for(run, checked_turn(t))
+    fresh: list[Checked] = []
+    for c in checked:
+        label = subject_label(c, t.speaker)
+        if normalize_label(label) not in SELF_LABELS and check_subject(label) is not None:
+            report.rejected += 1  # the write rules refuse it; nothing to store or compare
+            continue
+        ids = _subject_ids(conn, tenant, label)
+        keys = _keys(tenant, ids, c)
+        plan.produced.update(keys)
+        family = topic_family(c.predicate)
+        if c.replaces and family is not None:
+            plan.replacing.update((s, c.valid_from, c.source, family) for s in ids)
+        if not _existing(conn, tenant, keys):
+            fresh.append(c)
+    if fresh:
+        plan.new.append((t, fresh))
+
+
+def _stale(conn: Connection, tenant: str, source: str, plan: _Plan) -> list[_Stored]:
+    """Stored beliefs of ``source`` drawn from a turn read that nothing drawn now produces."""
+    rows = conn.execute(
+        "SELECT id, belief_uid, subject_id, predicate, object_text, negated, valid_from, "
+        "source, turn_uid FROM beliefs WHERE tenant = ? AND source = ? AND status != ? AND "
+        "turn_uid IS NOT NULL ORDER BY id", (tenant, source, INVALIDATED)).fetchall()
+    stale = []
+    for r in rows:
+        b = _Stored(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7], r[8])
+        if b.turn_uid not in plan.turns or b.uid in plan.produced:
+            continue
+        family = topic_family(b.predicate)
+        if b.negated and b.predicate in REPLACEABLE and family is not None and \
+                (b.subject_id, b.valid_from, b.source, family) in plan.replacing:
+            continue  # the negation a replacing statement still drawn wrote
+        stale.append(b)
+    return stale
+
+
+def _name(conn: Connection, tenant: str, entity_id: str) -> str:
+    row = conn.execute("SELECT name FROM entities WHERE tenant = ? AND entity_id = ?",
+                       (tenant, entity_id)).fetchone()
+    return row[0] if row else entity_id
+
+
+def _invalidate(state_db: Database, index: VectorIndex, tenant: str, stale: list[_Stored],
+                report: ReextractReport, on_progress: OnProgress) -> None:
+    by_turn: dict[str, list[_Stored]] = defaultdict(list)
+    for b in stale:
+        by_turn[b.turn_uid].append(b)
+    done = 0
+    for turn_uid, beliefs in by_turn.items():
+        with write_tx(state_db.conn, index, tenant) as tx:
+            for b in beliefs:
+                row = load_rows(tx.conn, tenant, "id = ?", (b.id,))
+                if not row or row[0].status == INVALIDATED:
+                    continue  # gone or invalidated since the plan read it
+                report.current_again += len(invalidate_in_tx(tx, row[0]))
+                report.invalidated.append(Change(
+                    turn_uid, _name(tx.conn, tenant, b.subject_id), b.predicate,
+                    b.object_text, b.negated, b.uid))
+        done += len(beliefs)
+        on_progress("invalidate", done, len(stale))
+
+
+def _add(state_db: Database, index: VectorIndex, tenant: str, plan: _Plan,
+         report: ReextractReport, on_progress: OnProgress) -> None:
+    conn = state_db.conn
+    todo = sorted(plan.new, key=lambda item: (item[0].occurred_at, item[0].session_id,
+                                              item[0].index, item[0].id))
+    for n, (t, fresh) in enumerate(todo, 1):
+        embeds = Embeds(index)
+        embeds.prepare(predicted_texts(conn, tenant, [(c, t.speaker) for c in fresh]))
+        with write_tx(conn, index, tenant, embeds) as tx:
+            if get_turn(tx.conn, tenant, t.turn_uid) is None:
+                continue  # forgotten since the plan read it: nothing is drawn from it
+            inserted = False
+            for c in fresh:
+                outcome = apply_in_tx(tx, c, t.speaker)
+                if outcome.action == "inserted":
+                    inserted = True
+                    report.added.append(Change(
+                        t.turn_uid, _name(tx.conn, tenant, outcome.subject_id or HUB),
+                        c.predicate, c.object_text, c.negated, outcome.belief_uid))
+                elif outcome.action == "rejected":
+                    report.rejected += 1
+            if inserted:
+                episodes.note_beliefs(tx, t.id, t.text)
+        on_progress("add", n, len(todo))
+
+
+def reextract(state_db: Database, index: VectorIndex, tenant: str, *, dry_run: bool = False,
+              extractor: Extractor | None = None,
+              on_progress: OnProgress = no_progress) -> ReextractReport:
+    """Bring ``tenant``'s extracted beliefs to what ``extractor`` (default: the heuristic
+    extractor) draws from its recorded turns; with ``dry_run``, only say what would change
+    (``added`` then lists beliefs not written yet, with no id). Raises UnknownTenantError."""
+    conn = state_db.conn
+    require_tenant(conn, tenant)
+    run = extractor or default_extractor()
+    name = extractor_name(run)
+    report = ReextractReport(tenant, dry_run, name)
+    plan = _plan(conn, tenant, run, name, report, on_progress)
+    stale = _stale(conn, tenant, DEFAULT_SOURCE, plan)
+    if dry_run:
+        report.invalidated = [Change(b.turn_uid, _name(conn, tenant, b.subject_id), b.predicate,
+                                     b.object_text, b.negated, b.uid) for b in stale]
+        report.added = [Change(t.turn_uid, subject_label(c, t.speaker), c.predicate,
+                               c.object_text, c.negated, None)
+                        for t, fresh in plan.new for c in fresh]
+    else:
+        _invalidate(state_db, index, tenant, stale, report, on_progress)
+        _add(state_db, index, tenant, plan, report, on_progress)
+    log.info("beliefs_reextracted", **report.summary())
+    return report
+
+
+__all__ = ["Change", "ReextractReport", "reextract"]

@@ -1,0 +1,66 @@
+"""``mnemo beliefs reextract`` on a real data dir written by an older release's extractor
+(``tests/test_reextract.py``): a dry run shows the changes and writes nothing, the run
+makes them, a second run makes none, and it refuses without --yes or a tenant it lacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from memory_core.settings import Settings
+from scripts.cli import main
+from tests.helpers.cli_data import cli_env
+from tests.helpers.facts_chat import store, write_like_a_worker
+from tests.test_reextract import older_rules, turns
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    settings = store(tmp_path / "data")
+    write_like_a_worker(settings, "t1", turns("t1"), extractor=older_rules)
+    return settings
+
+
+def mnemo(settings: Settings, *args: str) -> Result:
+    return CliRunner().invoke(main, list(args), env=cli_env(settings.data_dir))
+
+
+def cities(settings: Settings) -> set[str]:
+    result = mnemo(settings, "beliefs", "list", "-t", "t1", "-p", "lives_in", "--json")
+    assert result.exit_code == 0, result.output
+    return {r["object"] for r in json.loads(result.stdout)}
+
+
+def test_a_dry_run_shows_the_changes_then_the_run_makes_them(settings: Settings) -> None:
+    refused = mnemo(settings, "beliefs", "reextract", "-t", "t1")
+    assert refused.exit_code != 0 and "--yes" in refused.output and "--dry-run" in refused.output
+
+    dry = mnemo(settings, "beliefs", "reextract", "-t", "t1", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "6 turns read" in dry.stdout
+    assert "would add 1, would invalidate 3" in dry.stdout
+    assert "job_title_is" in dry.stdout and "Austin" in dry.stdout
+    assert cities(settings) == {"Austin"}  # nothing written
+
+    done = mnemo(settings, "beliefs", "reextract", "-t", "t1", "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert (report["added"], report["invalidated"], report["dry_run"]) == (1, 3, False)
+    assert {(c["change"], c["predicate"], c["object"]) for c in report["changes"]} == {
+        ("add", "job_title_is", "data analyst"), ("invalidate", "lives_in", "Austin"),
+        ("invalidate", "prefers", "sweet food"), ("invalidate", "likes", "mild food")}
+    assert all(c["belief"].startswith("belief:b_") for c in report["changes"])
+    assert cities(settings) == {"Boston"}
+
+    again = mnemo(settings, "beliefs", "reextract", "-t", "t1", "--yes")
+    assert again.exit_code == 0, again.output
+    assert "added 0, invalidated 0" in again.stdout
+
+
+def test_an_unknown_tenant_is_refused_with_the_fix(settings: Settings) -> None:
+    result = mnemo(settings, "beliefs", "reextract", "-t", "nobody", "--dry-run")
+    assert result.exit_code != 0
+    assert "nobody" in result.output and "mnemo tenant" in result.output
