@@ -61,7 +61,8 @@ ENTITY_STOP = _set(
     "then|every|"
     "each|about|during|over|like|is|was|are|were|has|have|had|will|would|can|do|does|did|"
     "it's|whose|cause|cuz|coz|lol|haha|tbh|btw|together|twice|once|recently|lately|nearby|"
-    "originally|though|downtown|uptown|nearby|locally|abroad|overseas|remotely"
+    "originally|though|downtown|uptown|nearby|locally|abroad|overseas|remotely|myself|"
+    "personally"
 )
 PHRASE_STOP = _set(
     "because|since|but|which|while|though|although|unless|cause|cuz|coz|whenever|when|once|"
@@ -80,7 +81,7 @@ _TRAILING = _set(
     "and all|or something|or so|etc|lol|haha|originally|on weekends|on the weekend|"
     "on the weekends|at night|in the morning|in the evening|every morning|every weekend|"
     "at home|so much|a ton|more and more|more than anything|in my free time|in my spare time|"
-    "for fun|whenever i can|when i can"
+    "for fun|whenever i can|when i can|myself|personally"
 )
 _DANGLING = _set(
     "to|of|the|a|an|my|and|or|with|for|at|in|on|your|our|from|by|is|was|are|about|like|so|very"
