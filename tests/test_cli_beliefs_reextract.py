@@ -64,3 +64,17 @@ def test_an_unknown_tenant_is_refused_with_the_fix(settings: Settings) -> None:
     result = mnemo(settings, "beliefs", "reextract", "-t", "nobody", "--dry-run")
     assert result.exit_code != 0
     assert "nobody" in result.output and "mnemo tenant" in result.output
+
+
+def test_all_tenants_runs_each_one(settings: Settings) -> None:
+    write_like_a_worker(settings, "t2", turns("t2"), extractor=older_rules)
+    both = mnemo(settings, "beliefs", "reextract", "-t", "t1", "--all-tenants", "--dry-run")
+    assert both.exit_code != 0 and "--all-tenants" in both.output
+
+    done = mnemo(settings, "beliefs", "reextract", "--all-tenants", "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    reports = json.loads(done.stdout)["tenants"]
+    assert [(r["tenant"], r["added"], r["invalidated"]) for r in reports] == [
+        ("t1", 1, 3), ("t2", 1, 3)]
+    text = mnemo(settings, "beliefs", "reextract", "--all-tenants", "--dry-run")
+    assert "t1: 6 turns read" in text.stdout and "t2: 6 turns read" in text.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,7 +16,7 @@ from memory_core.db import open_state
 from memory_core.db.sqlite import Connection
 from memory_core.embedders.factory import make_embedder
 from memory_core.model.beliefs import invalidate_belief
-from memory_core.model.tenants import require_tenant
+from memory_core.model.tenants import list_tenants, require_tenant
 from memory_core.recall.inspect import split_item_id
 from memory_core.recall.knowledge import (
     MAX_ROWS,
@@ -30,6 +31,9 @@ from scripts.cli.app import Ctx, emit_json, emit_table, handle_errors, json_opti
 from scripts.cli.data_dir import require_data_dir
 from scripts.cli.dates import date_option, show_day, stored
 from scripts.cli.progress import progress_for, quiet_option
+
+if TYPE_CHECKING:  # the module loads the extractor: imported where the command runs
+    from memory_core.write.reextract import Change, ReextractReport
 
 tenant_option = click.option("--tenant", "-t", default=None,
                              help="Tenant (default: MNEMO_TENANT).")
@@ -163,14 +167,15 @@ SHOWN_CHANGES = 50  # rows of the change table (--json lists every change)
 
 @beliefs.command("reextract")
 @tenant_option
+@click.option("--all-tenants", is_flag=True, help="Every tenant, one after the other.")
 @click.option("--dry-run", is_flag=True, help="Only show what would change; write nothing.")
 @click.option("--yes", is_flag=True, help="Confirm: beliefs are added and invalidated.")
 @json_option
 @quiet_option
 @click.pass_obj
 @handle_errors
-def reextract_cmd(obj: Ctx, tenant: str | None, dry_run: bool, yes: bool, as_json: bool,
-                  quiet: bool) -> None:
+def reextract_cmd(obj: Ctx, tenant: str | None, all_tenants: bool, dry_run: bool, yes: bool,
+                  as_json: bool, quiet: bool) -> None:
     """Draw a tenant's beliefs again from its recorded turns, with the current extractor.
 
     Beliefs are drawn once, when a turn is recorded: after an upgrade whose extractor reads
@@ -187,32 +192,53 @@ def reextract_cmd(obj: Ctx, tenant: str | None, dry_run: bool, yes: bool, as_jso
 
         mnemo beliefs reextract --tenant acme --dry-run
     """
-    from memory_core.write.reextract import reextract  # the extractor loads on use
+    from memory_core.write.reextract import reextract  # loads the extractor
 
     if not (dry_run or yes):
         raise click.ClickException("reextract adds and invalidates beliefs: pass --yes to "
                                    "confirm, or --dry-run to see the changes first")
-    tenant = tenant or obj.settings.default_tenant
+    if all_tenants and tenant is not None:
+        raise click.ClickException("--tenant and --all-tenants name different sets: pass one")
     require_data_dir(obj.settings)
     state = open_state(obj.settings, migrate=False, readonly=dry_run)
+    reports: list[ReextractReport] = []
     try:
+        names = list_tenants(state.conn) if all_tenants \
+            else [tenant or obj.settings.default_tenant]
         index = VectorIndex(make_embedder(obj.settings))
         if not dry_run:
             index.claim(state.conn, f"the data in {state.path}")  # new beliefs are embedded
         with progress_for("reextract", as_json=as_json, quiet=quiet) as bar:
-            report = reextract(state, index, tenant, dry_run=dry_run, on_progress=bar)
+            for name in names:
+                reports.append(reextract(state, index, name, dry_run=dry_run,
+                                         on_progress=bar))
     finally:
         state.close()
-    changes = [("add", c) for c in report.added] + [("invalidate", c) for c in report.invalidated]
     if as_json:
-        emit_json({**report.summary(), "changes": [{"change": kind, **c.to_dict()}
-                                                    for kind, c in changes]})
+        found = [_report_json(r) for r in reports]
+        emit_json({"tenants": found} if all_tenants else found[0])
         return
-    verb = ("would add", "would invalidate") if dry_run else ("added", "invalidated")
-    click.echo(f"{report.turns} turns read ({report.not_extracted} not extracted yet: the "
+    for report in reports:
+        _show_report(report, tenant_column=all_tenants)
+
+
+def _changes(report: ReextractReport) -> list[tuple[str, Change]]:
+    return [("add", c) for c in report.added] + [("invalidate", c) for c in report.invalidated]
+
+
+def _report_json(report: ReextractReport) -> dict[str, object]:
+    return {**report.summary(), "changes": [{"change": kind, **c.to_dict()}
+                                            for kind, c in _changes(report)]}
+
+
+def _show_report(report: ReextractReport, *, tenant_column: bool) -> None:
+    changes = _changes(report)
+    verb = ("would add", "would invalidate") if report.dry_run else ("added", "invalidated")
+    click.echo((f"{report.tenant}: " if tenant_column else "")
+               + f"{report.turns} turns read ({report.not_extracted} not extracted yet: the "
                f"workers draw them); {verb[0]} {len(report.added)}, {verb[1]} "
                f"{len(report.invalidated)}, refused {report.rejected}"
-               + ("" if dry_run else f"; current again {report.current_again}"))
+               + ("" if report.dry_run else f"; current again {report.current_again}"))
     if changes:
         emit_table(["change", "turn", "subject", "predicate", "object", "id"],
                    [[kind, c.turn_uid, c.subject, c.predicate,
