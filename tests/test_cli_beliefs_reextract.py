@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from memory_core.db import open_state
 from memory_core.settings import Settings
+from memory_core.write.reextract import note_rules
 from scripts.cli import main
 from tests.helpers.cli_data import cli_env
 from tests.helpers.facts_chat import store, write_like_a_worker
@@ -78,3 +80,23 @@ def test_all_tenants_runs_each_one(settings: Settings) -> None:
         ("t1", 1, 3), ("t2", 1, 3)]
     text = mnemo(settings, "beliefs", "reextract", "--all-tenants", "--dry-run")
     assert "t1: 6 turns read" in text.stdout and "t2: 6 turns read" in text.stdout
+
+
+def test_memory_status_names_the_tenants_behind_the_rules(settings: Settings) -> None:
+    db = open_state(settings, migrate=False)
+    try:
+        note_rules(db.conn)  # an upgraded worker started after these turns were extracted
+    finally:
+        db.close()
+    status = mnemo(settings, "memory", "status", "--json")
+    assert status.exit_code == 0, status.output
+    extractor = json.loads(status.stdout)["extractor"]
+    assert (extractor["tenants_behind"], extractor["turns_behind"]) == (1, 6)
+    text = mnemo(settings, "memory", "status").stdout
+    assert "1 tenant(s), 6 turns extracted by older rules" in text
+    assert "mnemo beliefs reextract" in text
+
+    assert mnemo(settings, "beliefs", "reextract", "--all-tenants", "--yes").exit_code == 0
+    after = json.loads(mnemo(settings, "memory", "status", "--json").stdout)["extractor"]
+    assert after["tenants_behind"] == 0
+    assert "older rules" not in mnemo(settings, "memory", "status").stdout

@@ -24,8 +24,10 @@ from memory_core.model.beliefs import BeliefInput, invalidate_belief, mutate_bel
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
 from memory_core.write import pipeline
-from memory_core.write.reextract import reextract
+from memory_core.write import reextract as reextract_module
+from memory_core.write.reextract import note_rules, reextract, rules_drift
 from tests.helpers.facts_chat import store, write_like_a_worker
+from workers.context import WorkerContext
 
 SAID = [  # speaker, text, day of March 2024
     ("user", "I live in Boston and I work at Harbor Labs.", 1),
@@ -228,3 +230,38 @@ def test_a_run_killed_part_way_is_finished_by_the_next(old: Settings, fresh: Set
     finally:
         db.close()
         ref.close()
+
+
+def test_the_tenants_behind_the_rules_are_named_until_reextracted(
+        old: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    db, index = opened(old)
+    try:
+        assert rules_drift(db.conn).since is None  # written without a worker: not known
+        note_rules(db.conn)  # the first worker of this release starts
+        drift = rules_drift(db.conn)
+        assert drift.since is not None and drift.behind == {"t1": 6, "t2": 6}
+        note_rules(db.conn)
+        assert rules_drift(db.conn).since == drift.since  # recorded once
+
+        reextract(db, index, "t1", dry_run=True)
+        assert rules_drift(db.conn).behind == {"t1": 6, "t2": 6}  # a dry run changes nothing
+        reextract(db, index, "t1")
+        assert rules_drift(db.conn).behind == {"t2": 6}
+
+        monkeypatch.setattr(reextract_module, "RULES_VERSION", "a later release")
+        note_rules(db.conn)
+        assert rules_drift(db.conn).behind == {"t1": 6, "t2": 6}  # t1's re-extraction is old
+    finally:
+        db.close()
+
+
+def test_a_worker_records_the_rules_it_runs(tmp_path: Path) -> None:
+    settings = store(tmp_path / "data")
+    ctx = WorkerContext.open(settings)
+    try:
+        drift = rules_drift(ctx.state.conn)
+        assert drift.since is not None and drift.behind == {}
+        pipeline.process_turn(ctx.state, ctx.index, turns(settings.default_tenant)[0])
+        assert rules_drift(ctx.state.conn).behind == {}  # extracted by these rules
+    finally:
+        ctx.close()

@@ -28,6 +28,7 @@ from memory_core.model.tenants import create_tenant
 from memory_core.model.turns import TurnInput, check_turn
 from memory_core.settings import Settings
 from memory_core.vectors import IndexState, VectorIndex
+from memory_core.write.reextract import note_rules
 
 
 def claim_embedder(settings: Settings, state: Database | None = None,
@@ -80,6 +81,7 @@ class WorkerContext:
             state.close()
             raise
         create_tenant(state.conn, settings.default_tenant)
+        note_rules(state.conn)  # turns recorded before this were extracted by older rules
         checkpointers = tuple(WalCheckpointer(db, watch=True) for db in (state, ops)
                               if isinstance(db, Database))  # not the Postgres primary
         for checkpointer in checkpointers:

@@ -38,6 +38,8 @@ from memory_core.settings import Settings
 # statistics its triggers rebuild from the copied rows (and which step 3 compares).
 SKIP = frozenset({"meta", "schema_migrations", "fts_stats"})
 META_KEYS = ("embedder_identity", "embedder_dim", "vector_generation", "fts_tokens")
+# Copied with every key they start: the extractor rules' record (``write.reextract``).
+META_PREFIXES = ("extractor_rules:", "reextracted:")
 
 Progress = Callable[[str], None]
 
@@ -117,7 +119,7 @@ def _copy_meta_and_vectors(src: Any, dst: Any) -> dict[str, int]:
     from memory_core.vectors import VECTOR_BASES, stored_vector, vec_table
 
     meta = dict(src.execute("SELECT key, value FROM meta").fetchall())
-    for key in META_KEYS:
+    for key in (*META_KEYS, *sorted(k for k in meta if k.startswith(META_PREFIXES))):
         if key in meta:
             dst.raw.execute("INSERT INTO meta (key, value) VALUES (%s, %s)", (key, meta[key]))
     counts: dict[str, int] = {}

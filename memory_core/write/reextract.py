@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from memory_core.db.sqlite import Connection
+from memory_core.clock import to_db, utcnow
+from memory_core.db.sqlite import Connection, atomic
 from memory_core.db.stores import Database
 from memory_core.extraction.api import (
     DEFAULT_SOURCE,
@@ -43,6 +44,7 @@ from memory_core.extraction.api import (
     default_extractor,
     extractor_name,
 )
+from memory_core.extraction.version import RULES_VERSION
 from memory_core.model import episodes
 from memory_core.model.belief_rules import (
     REPLACEABLE,
@@ -71,6 +73,10 @@ from memory_core.write.pipeline import EXTRACTED, checked_turn, step_key
 log = structlog.get_logger("mnemo.write")
 
 PAGE = 500  # turns read per statement
+# meta keys: when this store first ran a version of the rules (``<prefix><version>``: the
+# time), and the version a tenant's beliefs were last re-extracted with (``<prefix><tenant>``)
+RULES_SINCE = "extractor_rules:"
+REEXTRACTED = "reextracted:"
 
 
 @dataclass(frozen=True)
@@ -300,8 +306,55 @@ def reextract(state_db: Database, index: VectorIndex, tenant: str, *, dry_run: b
     else:
         _invalidate(state_db, index, tenant, stale, report, on_progress)
         _add(state_db, index, tenant, plan, report, on_progress)
+        if extractor is None:  # the tenant's beliefs are this release's rules' now
+            _set_meta(conn, REEXTRACTED + tenant, RULES_VERSION, replace=True)
     log.info("beliefs_reextracted", **report.summary())
     return report
 
 
-__all__ = ["Change", "ReextractReport", "reextract"]
+def _set_meta(conn: Connection, key: str, value: str, *, replace: bool) -> None:
+    action = "UPDATE SET value = excluded.value" if replace else "NOTHING"
+    with atomic(conn):
+        conn.execute(f"INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO {action}",
+                     (key, value))
+
+
+def note_rules(conn: Connection) -> None:
+    """Record when this store first ran the current rules (a worker calls it as it starts):
+    turns recorded before then were extracted by older rules. Idempotent."""
+    _set_meta(conn, RULES_SINCE + RULES_VERSION, to_db(utcnow()), replace=False)
+
+
+@dataclass(frozen=True)
+class RulesDrift:
+    """Which tenants hold beliefs drawn by rules older than the current ones."""
+
+    version: str  # the current rules
+    since: str | None  # when a worker of this store first ran them (None: none has yet)
+    behind: dict[str, int]  # tenant -> turns recorded before ``since``, not re-extracted
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rules_version": self.version, "since": self.since,
+                "tenants_behind": len(self.behind), "turns_behind": sum(self.behind.values()),
+                "behind": [{"tenant": t, "turns": n} for t, n in sorted(self.behind.items())]}
+
+
+def rules_drift(conn: Connection) -> RulesDrift:
+    """The tenants whose turns were recorded before this store first ran the current rules
+    and that ``reextract`` has not brought to them since (read only; one scan of the
+    turns)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?",
+                       (RULES_SINCE + RULES_VERSION,)).fetchone()
+    if row is None:
+        return RulesDrift(RULES_VERSION, None, {})
+    since = row[0]
+    done = {r[0][len(REEXTRACTED):] for r in conn.execute(
+        "SELECT key FROM meta WHERE key >= ? AND key < ? AND value = ?",
+        (REEXTRACTED, REEXTRACTED[:-1] + ";", RULES_VERSION))}
+    behind = {t: n for t, n in conn.execute(
+        "SELECT tenant, count(*) FROM turns WHERE recorded_at < ? GROUP BY tenant", (since,))
+        if t not in done}
+    return RulesDrift(RULES_VERSION, since, behind)
+
+
+__all__ = ["Change", "ReextractReport", "RulesDrift", "note_rules", "reextract", "rules_drift"]

@@ -35,18 +35,24 @@ def status(obj: Ctx, as_json: bool) -> None:
 
     When the embedders differ, dense search is off (keyword-only recall) until
     `mnemo memory reindex`. Rows with no vector ("missing") are not found by dense
-    search; `mnemo memory reindex` fills them.
+    search; `mnemo memory reindex` fills them. The extractor's rules: the tenants whose
+    turns were extracted by older rules than this release's, for `mnemo beliefs
+    reextract`.
 
     Example:
 
         mnemo memory status
     """
+    from memory_core.write.reextract import rules_drift  # the extractor's version only
+
     require_data_dir(obj.settings)
     state = open_state(obj.settings)
     try:
         report = memory_status(state, VectorIndex(make_embedder(obj.settings)))
+        drift = rules_drift(state.conn)
     finally:
         state.close()
+    report["extractor"] = drift.to_dict()
     if as_json:
         emit_json(report)
         return
@@ -63,6 +69,14 @@ def status(obj: Ctx, as_json: bool) -> None:
     if report["missing_vectors"]:
         click.echo(f"missing vectors   {report['missing_vectors']} (run `mnemo memory "
                    "reindex` to fill them)")
+    since = "no worker of this release has started yet" if drift.since is None \
+        else f"run here since {drift.since}"
+    click.echo(f"extractor rules   {drift.version} ({since})")
+    if drift.behind:
+        click.echo(f"older beliefs     {len(drift.behind)} tenant(s), "
+                   f"{sum(drift.behind.values())} turns extracted by older rules (run `mnemo "
+                   "beliefs reextract --all-tenants --dry-run` to see what the current rules "
+                   "change)")
     click.echo("")
     emit_table(["table", "rows", "vectors", "missing"],
                [[name, t["rows"], _dash(t["vectors"]), _dash(t["missing"])]

@@ -18,6 +18,7 @@ from memory_core.errors import StoreError
 from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
 from memory_core.write.pipeline import process_turns
+from memory_core.write.reextract import note_rules, rules_drift
 from scripts.cli import main
 from tests.helpers.memory import belief_table, day, make_store
 from tests.helpers.primary import reset
@@ -49,6 +50,8 @@ def test_promote_refuses_drift_then_switches_the_memory(tmp_path: Path, primary_
     process_turns(store.db, store.index, [
         TurnInput("t1", "s1", f"u{i}", "user", text, day(i)) for i, text in enumerate(TEXTS)])
     before = belief_table(store.conn)
+    note_rules(store.conn)  # the extractor rules' record moves with the memory
+    since = rules_drift(store.conn).since
     store.db.close()
     assert len(before) >= 4
     env = {"MNEMO_DATA_DIR": str(data), "MNEMO_POSTGRES_URL": url.canonical,
@@ -84,6 +87,7 @@ def test_promote_refuses_drift_then_switches_the_memory(tmp_path: Path, primary_
     state = open_state(prim, migrate=False, readonly=True)
     try:
         assert belief_table(state.conn) == before
+        assert since is not None and rules_drift(state.conn).since == since
         # Vacuumed and analysed after the load (without statistics recall plans as if the
         # tables were empty), and the postings' covering key rebuilt after the bulk load.
         assert state.conn.execute(

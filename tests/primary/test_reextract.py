@@ -7,7 +7,7 @@ from __future__ import annotations
 from memory_core.db.pg_store import PgDatabase
 from memory_core.model.turns import TurnInput
 from memory_core.write.pipeline import anchor_turn, micro_consolidate, process_turn
-from memory_core.write.reextract import reextract
+from memory_core.write.reextract import note_rules, reextract, rules_drift
 from tests.helpers.primary import make_pg_store, rows
 from tests.test_reextract import older_rules, turns
 
@@ -30,7 +30,10 @@ def test_reextract_on_the_primary_matches_sqlite(primary_urls) -> None:
                 "status = 'active' AND negated = 0 AND valid_to IS NULL"), (tenant, predicate))}
 
         assert current("t1", "lives_in") == {"Austin"}
+        note_rules(store.db.conn)  # an upgraded worker starts
+        assert rules_drift(store.db.conn).behind == {"t1": 6, "t2": 6}
         report = reextract(store.db, store.index, "t1")
+        assert rules_drift(store.db.conn).behind == {"t2": 6}
         assert current("t1", "lives_in") == {"Boston"}
         assert current("t1", "job_title_is") == {"data analyst"}
         assert current("t2", "lives_in") == {"Austin"}  # another tenant: untouched
