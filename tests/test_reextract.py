@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from memory_core import Memory
+from memory_core.brokers import make_broker
 from memory_core.db import open_state
 from memory_core.db.stores import Database
 from memory_core.embedders.factory import make_embedder
@@ -26,8 +28,11 @@ from memory_core.vectors import VectorIndex
 from memory_core.write import pipeline
 from memory_core.write import reextract as reextract_module
 from memory_core.write.reextract import note_rules, reextract, rules_drift
+from tests.helpers import post_turn
 from tests.helpers.facts_chat import store, write_like_a_worker
+from tests.helpers.queue_env import wait_for
 from workers.context import WorkerContext
+from workers.pool import WorkerPool
 
 SAID = [  # speaker, text, day of March 2024
     ("user", "I live in Boston and I work at Harbor Labs.", 1),
@@ -265,3 +270,42 @@ def test_a_worker_records_the_rules_it_runs(tmp_path: Path) -> None:
         assert rules_drift(ctx.state.conn).behind == {}  # extracted by these rules
     finally:
         ctx.close()
+
+
+@pytest.mark.slow
+def test_a_run_beside_a_working_pool_ends_as_a_fresh_store(tmp_path: Path) -> None:
+    """The runbook says the workers may keep running: new turns arrive and are extracted
+    by a real pool (the current rules) while the old ones are re-extracted here."""
+    later = [post_turn.turn(i, "t1", session="later") for i in range(24)]
+    old = store(tmp_path / "old")
+    write_like_a_worker(old, "t1", turns("t1"), extractor=older_rules)
+    fresh = store(tmp_path / "fresh")
+    write_like_a_worker(fresh, "t1", turns("t1") + later)
+    db, index = opened(old)
+    ref, _ = opened(fresh)
+    pool = WorkerPool(old, processes=1, threads=2, grace_s=5)
+    pool.start()
+    broker = make_broker(old)
+    try:
+        with Memory.open(old) as memory:
+            for t in later:
+                memory.after_turn(t)
+        recorded = "SELECT count(*) FROM turns"
+        wait_for(lambda: db.conn.execute(recorded).fetchone()[0] > 8, 60, 0.005)
+        runs = []  # again and again while the pool records and extracts the rest
+
+        def drained() -> bool:
+            return db.conn.execute(recorded).fetchone()[0] == 30 and all(
+                s.ready == s.delayed == s.in_flight == 0 for s in broker.queue_stats())
+
+        while not drained():
+            runs.append(reextract(db, index, "t1"))
+        assert beliefs(db, "t1") == beliefs(ref, "t1")
+        assert {(c.predicate, c.object_text) for c in runs[0].invalidated} == {
+            ("lives_in", "Austin"), ("prefers", "sweet food"), ("likes", "mild food")}
+        assert all(not r.invalidated for r in runs[1:])  # nothing the pool drew is undone
+    finally:
+        pool.stop()
+        broker.close()
+        db.close()
+        ref.close()
