@@ -7,16 +7,19 @@ import itertools
 import pytest
 
 from memory_core.model.belief_rules import (
+    FACT_PHRASES,
     SOURCES,
     Resolution,
     SlotBelief,
     content_key,
     count_contribution,
+    fact_text,
     normalize_object,
     render_text,
     resolve_slot,
     trust_rank,
 )
+from memory_core.model.predicates import PREDICATES
 
 D1, D2, D3, D4 = ("2024-01-01T00:00:00.000000Z", "2024-02-01T00:00:00.000000Z",
                   "2024-03-01T00:00:00.000000Z", "2024-04-01T00:00:00.000000Z")
@@ -167,3 +170,15 @@ def test_a_replacing_statement_ends_the_same_topic(new_p, new_o, new_due, old_p,
     from memory_core.model.belief_rules import Stated, replaces_topic
 
     assert replaces_topic(Stated(new_p, new_o, new_due), Stated(old_p, old_o, old_due)) is ends
+
+
+def test_every_fact_phrase_names_a_predicate_and_reads_as_a_sentence() -> None:
+    """What the model reads: "Maya follows a vegan diet", not "Maya diet vegan"."""
+    assert set(FACT_PHRASES) <= set(PREDICATES)
+    assert fact_text("Maya", "diet", "vegan") == "Maya follows a vegan diet"
+    assert fact_text("Maya", "favorite", "color: blue") == "Maya's favorite color: blue"
+    assert fact_text("Maya", "lives_in", "Denver") == "Maya lives in Denver"  # its own phrase
+    for predicate in FACT_PHRASES:
+        text = fact_text("Maya", predicate, "OBJ")
+        assert text.startswith("Maya") and "OBJ" in text and "{" not in text
+        assert render_text("Maya", predicate, "OBJ") != text  # stored text unchanged

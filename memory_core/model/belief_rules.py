@@ -95,6 +95,45 @@ def render_text(subject_name: str, predicate: str, object_text: str,
     return f"{subject_name} {neg}{predicate_words(predicate)} {object_text}"
 
 
+# How a current fact reads in recall's results, where the predicate's name is no phrase
+# ("Maya diet vegan"). Display only: the stored text, which keyword and dense search read,
+# stays ``render_text``'s, so no ranking and no stored row depends on these words.
+FACT_PHRASES = {
+    "name_is": "{s}'s name is {o}",
+    "preferred_name_is": "{s} prefers to be called {o}",
+    "age_is": "{s} is {o} years old",
+    "born_on": "{s} was born on {o}",
+    "born_in": "{s} was born in {o}",
+    "gender_identity_is": "{s}'s gender identity: {o}",
+    "pronouns_are": "{s}'s pronouns: {o}",
+    "nationality_is": "{s}'s nationality: {o}",
+    "job_title_is": "{s}'s job title: {o}",
+    "learning": "{s} is learning {o}",
+    "favorite": "{s}'s favorite {o}",  # the object is "<category>: <value>"
+    "diet": "{s} follows a {o} diet",
+    "has_partner": "{s} has a partner: {o}",
+    "has_sibling": "{s} has a sibling: {o}",
+    "has_child": "{s} has a child: {o}",
+    "has_parent": "{s} has a parent: {o}",
+    "has_relative": "{s} has a relative: {o}",
+    "child_count_is": "{s}'s number of children: {o}",
+    "friend_of": "{s} is a friend of {o}",
+    "colleague_of": "{s} is a colleague of {o}",
+    "has_pet": "{s} has a pet: {o}",
+    "decided": "{s} decided: {o}",
+    "reminder": "{s} has a reminder: {o}",
+    "remembers": "{s} asked to remember: {o}",
+}
+
+
+def fact_text(subject_name: str, predicate: str, object_text: str) -> str:
+    """A current fact as a sentence for the prompt (``FACT_PHRASES``, else ``render_text``)."""
+    phrase = FACT_PHRASES.get(predicate)
+    if phrase is None:
+        return render_text(subject_name, predicate, object_text)
+    return phrase.format(s=subject_name, o=object_text)
+
+
 @dataclass(frozen=True)
 class SlotBelief:
     """What slot resolution needs of one belief. Times are in the storage encoding."""

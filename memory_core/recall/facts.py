@@ -56,7 +56,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from memory_core.db.sqlite import Connection
-from memory_core.model.belief_rules import normalize_object, render_text
+from memory_core.model.belief_rules import fact_text, normalize_object
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import Candidate, Scope, belief_filter, load, param_marks
@@ -355,7 +355,7 @@ def _fact(handle: int, fc: FactCandidate, names: Mapping[str, str],
     subject = names.get(cand.subject_id or HUB, cand.subject_id or HUB)
     return RecallFact(
         handle=handle, fact_id=cand.item_id, subject=subject, predicate=fc.predicate,
-        object=fc.object_text, text=render_text(subject, fc.predicate, fc.object_text),
+        object=fc.object_text, text=fact_text(subject, fc.predicate, fc.object_text),
         valid_from=cand.occurred_at, valid_to=fc.valid_to,
         confidence=float(cand.confidence or 0.0), source=_speaker_source(cand, fc.source),
         turn_uids=cand.turn_uids, score=fc.score, components=dict(fc.components),
