@@ -11,8 +11,8 @@ draws from the same turns, as a fresh store would hold them. It plans, then appl
   extractor again. A stored belief of the extractor's source (``heuristic``) drawn from
   one of those turns is *stale* when no current candidate of any turn is that belief (its
   content key: subject, predicate, object, valid-from, source). A negation that a
-  replacing statement wrote ("likes tea now" ending "likes coffee") stands while its
-  statement does. A candidate none of whose content keys is stored, under any status, is
+  replacing statement wrote ("I like mild food now" ending "likes spicy food") stands
+  while its statement does. A candidate none of whose content keys is stored, under any status, is
   *new*; one the write rules would refuse (a subject that is no name) is *rejected* and
   never written.
 - **apply**: stale beliefs are invalidated first (never true: history keeps them, a value
