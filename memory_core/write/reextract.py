@@ -46,12 +46,7 @@ from memory_core.extraction.api import (
 )
 from memory_core.extraction.version import RULES_VERSION
 from memory_core.model import episodes
-from memory_core.model.belief_rules import (
-    REPLACEABLE,
-    content_key,
-    normalize_object,
-    topic_family,
-)
+from memory_core.model.belief_rules import content_key, normalize_object, topic_family
 from memory_core.model.beliefs import (
     Checked,
     apply_in_tx,
@@ -59,7 +54,7 @@ from memory_core.model.beliefs import (
     predicted_texts,
     subject_label,
 )
-from memory_core.model.entities import HUB, SELF_LABELS, lookup, mint_id
+from memory_core.model.entities import HUB, SELF_LABELS, entity_name, lookup, mint_id
 from memory_core.model.hygiene import check_subject, normalize_label
 from memory_core.model.slots import load_rows
 from memory_core.model.tenants import require_tenant
@@ -195,7 +190,7 @@ def _plan(conn: Connection, tenant: str, run: Extractor, name: str,
 def _plan_turn(conn: Connection, tenant: str, run: Extractor, t: TurnRow, plan: _Plan,
                report: ReextractReport) -> None:
     checked, _ = candidates_for(run, checked_turn(t))
-    fresh: list[Checked] = []
+    drawn: list[tuple[Checked, list[str]]] = []
     for c in checked:
         label = subject_label(c, t.speaker)
         if normalize_label(label) not in SELF_LABELS and check_subject(label) is not None:
@@ -207,8 +202,9 @@ def _plan_turn(conn: Connection, tenant: str, run: Extractor, t: TurnRow, plan: 
         family = topic_family(c.predicate)
         if c.replaces and family is not None:
             plan.replacing.update((s, c.valid_from, c.source, family) for s in ids)
-        if not _existing(conn, tenant, keys):
-            fresh.append(c)
+        drawn.append((c, keys))
+    stored = _existing(conn, tenant, [k for _, keys in drawn for k in keys])
+    fresh = [c for c, keys in drawn if stored.isdisjoint(keys)]
     if fresh:
         plan.new.append((t, fresh))
 
@@ -225,17 +221,16 @@ def _stale(conn: Connection, tenant: str, source: str, plan: _Plan) -> list[_Sto
         if b.turn_uid not in plan.turns or b.uid in plan.produced:
             continue
         family = topic_family(b.predicate)
-        if b.negated and b.predicate in REPLACEABLE and family is not None and \
+        if b.negated and family is not None and \
                 (b.subject_id, b.valid_from, b.source, family) in plan.replacing:
             continue  # the negation a replacing statement still drawn wrote
         stale.append(b)
     return stale
 
 
-def _name(conn: Connection, tenant: str, entity_id: str) -> str:
-    row = conn.execute("SELECT name FROM entities WHERE tenant = ? AND entity_id = ?",
-                       (tenant, entity_id)).fetchone()
-    return row[0] if row else entity_id
+def _change(conn: Connection, tenant: str, b: _Stored) -> Change:
+    return Change(b.turn_uid, entity_name(conn, tenant, b.subject_id), b.predicate,
+                  b.object_text, b.negated, b.uid)
 
 
 def _invalidate(state_db: Database, index: VectorIndex, tenant: str, stale: list[_Stored],
@@ -244,16 +239,14 @@ def _invalidate(state_db: Database, index: VectorIndex, tenant: str, stale: list
     for b in stale:
         by_turn[b.turn_uid].append(b)
     done = 0
-    for turn_uid, beliefs in by_turn.items():
+    for beliefs in by_turn.values():
         with write_tx(state_db.conn, index, tenant) as tx:
             for b in beliefs:
                 row = load_rows(tx.conn, tenant, "id = ?", (b.id,))
                 if not row or row[0].status == INVALIDATED:
                     continue  # gone or invalidated since the plan read it
                 report.current_again += len(invalidate_in_tx(tx, row[0]))
-                report.invalidated.append(Change(
-                    turn_uid, _name(tx.conn, tenant, b.subject_id), b.predicate,
-                    b.object_text, b.negated, b.uid))
+                report.invalidated.append(_change(tx.conn, tenant, b))
         done += len(beliefs)
         on_progress("invalidate", done, len(stale))
 
@@ -275,7 +268,7 @@ def _add(state_db: Database, index: VectorIndex, tenant: str, plan: _Plan,
                 if outcome.action == "inserted":
                     inserted = True
                     report.added.append(Change(
-                        t.turn_uid, _name(tx.conn, tenant, outcome.subject_id or HUB),
+                        t.turn_uid, entity_name(tx.conn, tenant, outcome.subject_id or HUB),
                         c.predicate, c.object_text, c.negated, outcome.belief_uid))
                 elif outcome.action == "rejected":
                     report.rejected += 1
@@ -298,8 +291,7 @@ def reextract(state_db: Database, index: VectorIndex, tenant: str, *, dry_run: b
     plan = _plan(conn, tenant, run, name, report, on_progress)
     stale = _stale(conn, tenant, DEFAULT_SOURCE, plan)
     if dry_run:
-        report.invalidated = [Change(b.turn_uid, _name(conn, tenant, b.subject_id), b.predicate,
-                                     b.object_text, b.negated, b.uid) for b in stale]
+        report.invalidated = [_change(conn, tenant, b) for b in stale]
         report.added = [Change(t.turn_uid, subject_label(c, t.speaker), c.predicate,
                                c.object_text, c.negated, None)
                         for t, fresh in plan.new for c in fresh]
