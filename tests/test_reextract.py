@@ -213,6 +213,30 @@ def test_turns_not_extracted_yet_are_left_to_the_workers(old: Settings) -> None:
         db.close()
 
 
+def test_a_belief_a_turn_not_extracted_yet_draws_is_kept_for_it(old: Settings) -> None:
+    """The older rules read the assistant's "I live in Austin too" as the user's; the user
+    said it too, at the same moment, in a turn whose extraction has not run. Invalidated
+    now, the belief would stay invalidated when the worker draws it from that turn."""
+    db, index = opened(old)
+    try:
+        said = turns("t1")[2]  # the assistant's Austin
+        late = said | {"turn_uid": "t1-late", "index": 99, "speaker": "user",
+                       "text": "I live in Austin."}
+        pipeline.record_turn_and_episode(db, index, late)  # recorded; its extraction queued
+
+        report = reextract(db, index, "t1")
+
+        assert report.not_extracted == 1
+        assert ("lives_in", "Austin") not in {(c.predicate, c.object_text)
+                                              for c in report.invalidated}
+        pipeline.extract_and_apply(db, index, "t1", "t1-late")  # the worker's turn
+        assert current(db, "t1", "lives_in") == {"Austin"}
+        again = reextract(db, index, "t1")
+        assert (again.added, again.invalidated) == ([], [])
+    finally:
+        db.close()
+
+
 def test_a_run_killed_part_way_is_finished_by_the_next(old: Settings, fresh: Settings) -> None:
     db, index = opened(old)
     ref, _ = opened(fresh)

@@ -6,15 +6,16 @@ store keeps what the older rules drew, and turns that the new rules read better 
 unread. ``reextract`` brings a tenant's extracted beliefs to what the current extractor
 draws from the same turns, as a fresh store would hold them. It plans, then applies:
 
-- **plan** (read only): every turn whose extraction ran (its ``extract`` key is written;
-  the others the workers will still draw, with the current rules) goes through the
-  extractor again. A stored belief of the extractor's source (``heuristic``) drawn from
-  one of those turns is *stale* when no current candidate of any turn is that belief (its
-  content key: subject, predicate, object, valid-from, source). A negation that a
-  replacing statement wrote ("I like mild food now" ending "likes spicy food") stands
-  while its statement does. A candidate none of whose content keys is stored, under any status, is
-  *new*; one the write rules would refuse (a subject that is no name) is *rejected* and
-  never written.
+- **plan** (read only): every turn goes through the extractor again. A stored belief of
+  the extractor's source (``heuristic``) drawn from a turn whose extraction ran (its
+  ``extract`` key is written) is *stale* when no current candidate of any turn is that
+  belief (its content key: subject, predicate, object, valid-from, source). A turn whose
+  extraction has not run yet counts among "any turn" (the worker drawing it later would
+  find the belief invalidated and not revive it), but what it draws is left to the
+  workers. A negation that a replacing statement wrote ("I like mild food now" ending
+  "likes spicy food") stands while its statement does. A candidate of an extracted turn
+  none of whose content keys is stored, under any status, is *new*; one the write rules
+  would refuse (a subject that is no name) is *rejected* and never written.
 - **apply**: stale beliefs are invalidated first (never true: history keeps them, a value
   one had closed is current again, mirrors get the change), then the new ones are written
   in world-time order by the write rules of the post-turn step (slots, superseding, the
@@ -178,23 +179,26 @@ def _plan(conn: Connection, tenant: str, run: Extractor, name: str,
         done = _extracted(conn, tenant, page, name)
         for t in page:
             report.turns += 1
-            if t.turn_uid not in done:
+            if t.turn_uid in done:
+                plan.turns.add(t.turn_uid)
+            else:
                 report.not_extracted += 1
-                continue
-            plan.turns.add(t.turn_uid)
-            _plan_turn(conn, tenant, run, t, plan, report)
+            _plan_turn(conn, tenant, run, t, plan, report, pending=t.turn_uid not in done)
         on_progress("turns", report.turns, total)
     return plan
 
 
 def _plan_turn(conn: Connection, tenant: str, run: Extractor, t: TurnRow, plan: _Plan,
-               report: ReextractReport) -> None:
+               report: ReextractReport, *, pending: bool) -> None:
+    """What ``t`` draws now. A ``pending`` turn (its extraction not run yet) is read only
+    for what it will draw: a stored belief it draws is not stale (invalidated, the worker
+    drawing it later would not revive it), and what it draws is the worker's to write."""
     checked, _ = candidates_for(run, checked_turn(t))
     drawn: list[tuple[Checked, list[str]]] = []
     for c in checked:
         label = subject_label(c, t.speaker)
         if normalize_label(label) not in SELF_LABELS and check_subject(label) is not None:
-            report.rejected += 1  # the write rules refuse it; nothing to store or compare
+            report.rejected += not pending  # the write rules refuse it: never stored
             continue
         ids = _subject_ids(conn, tenant, label)
         keys = _keys(tenant, ids, c)
@@ -203,6 +207,8 @@ def _plan_turn(conn: Connection, tenant: str, run: Extractor, t: TurnRow, plan: 
         if c.replaces and family is not None:
             plan.replacing.update((s, c.valid_from, c.source, family) for s in ids)
         drawn.append((c, keys))
+    if pending:
+        return
     stored = _existing(conn, tenant, [k for _, keys in drawn for k in keys])
     fresh = [c for c, keys in drawn if stored.isdisjoint(keys)]
     if fresh:
