@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from memory_core.db import open_state
+from memory_core import heartbeats
+from memory_core.clock import utcnow
+from memory_core.db import open_ops, open_state
 from memory_core.settings import Settings
 from memory_core.write.reextract import note_rules
 from scripts.cli import main
 from tests.helpers.cli_data import cli_env
 from tests.helpers.facts_chat import store, write_like_a_worker
-from tests.test_reextract import older_rules, turns
+from tests.test_reextract import beat, older_rules, turns
 
 
 @pytest.fixture
@@ -100,3 +102,18 @@ def test_memory_status_names_the_tenants_behind_the_rules(settings: Settings) ->
     after = json.loads(mnemo(settings, "memory", "status", "--json").stdout)["extractor"]
     assert after["tenants_behind"] == 0
     assert "older rules" not in mnemo(settings, "memory", "status").stdout
+
+
+def test_memory_status_says_older_workers_still_run(settings: Settings) -> None:
+    db, ops = open_state(settings, migrate=False), open_ops(settings, migrate=False)
+    try:
+        note_rules(db.conn)
+        heartbeats.write(ops.conn, beat(None, utcnow()))  # a worker of an older release
+    finally:
+        db.close()
+        ops.close()
+    text = mnemo(settings, "memory", "status").stdout
+    assert "1 worker(s) still run other extractor rules (unnamed)" in text
+    assert "re-extract once every worker runs this release" in text
+    status = json.loads(mnemo(settings, "memory", "status", "--json").stdout)["extractor"]
+    assert status["upgrading"] is True and status["older_workers"][0]["rules"] is None

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memory_core import Memory
+from memory_core import Memory, heartbeats
 from memory_core.brokers import make_broker
-from memory_core.db import open_state
+from memory_core.clock import utcnow
+from memory_core.db import open_ops, open_state
 from memory_core.db.stores import Database
 from memory_core.embedders.factory import make_embedder
 from memory_core.extraction.heuristic import TurnText, extract_heuristic
+from memory_core.extraction.version import HEARTBEAT_RULES, RULES_VERSION
 from memory_core.model.beliefs import BeliefInput, invalidate_belief, mutate_belief
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
@@ -284,6 +287,38 @@ def test_the_tenants_behind_the_rules_are_named_until_reextracted(
         db.close()
 
 
+def beat(rules: str | None, at: datetime, *, stopped: bool = False) -> heartbeats.Heartbeat:
+    detail = {} if rules is None else {HEARTBEAT_RULES: rules}
+    return heartbeats.Heartbeat(f"host:1:{rules}", heartbeats.WORKER, "host", 1, at, at,
+                                stopped_at=at if stopped else None, detail=detail)
+
+
+def test_a_rolling_upgrade_counts_what_the_older_workers_extract(old: Settings) -> None:
+    """Workers of the older release go on extracting after the first new one started: the
+    turns they take count until their last beat, and so does a tenant re-extracted before
+    it."""
+    db, index = opened(old)
+    try:
+        note_rules(db.conn)  # the first worker of this release starts
+        reextract(db, index, "t1")
+        late = turns("t1", [("user", "I am a pilot.", 20)])[0] | {"turn_uid": "t1-late",
+                                                                  "index": 99}
+        write_like_a_worker(old, "t1", [late], extractor=older_rules)  # an older worker's
+        older = beat(None, utcnow())  # its heartbeat names no rules: an older release
+        assert rules_drift(db.conn).behind == {"t2": 6}  # without the heartbeats: missed
+
+        drift = rules_drift(db.conn, [older, beat(RULES_VERSION, utcnow())])
+
+        assert drift.behind == {"t1": 7, "t2": 6}
+        assert drift.upgrading and [w.rules for w in drift.older_workers] == [None]
+        stopped = rules_drift(db.conn, [beat("2026-01-01", utcnow(), stopped=True)])
+        assert not stopped.upgrading and stopped.behind == {"t1": 7, "t2": 6}
+        reextract(db, index, "t1")  # once the older workers are gone
+        assert rules_drift(db.conn, [older]).behind == {"t2": 6}
+    finally:
+        db.close()
+
+
 def test_a_worker_records_the_rules_it_runs(tmp_path: Path) -> None:
     settings = store(tmp_path / "data")
     ctx = WorkerContext.open(settings)
@@ -328,6 +363,14 @@ def test_a_run_beside_a_working_pool_ends_as_a_fresh_store(tmp_path: Path) -> No
         assert {(c.predicate, c.object_text) for c in runs[0].invalidated} == {
             ("lives_in", "Austin"), ("prefers", "sweet food"), ("likes", "mild food")}
         assert all(not r.invalidated for r in runs[1:])  # nothing the pool drew is undone
+        # The pool's heartbeats name the rules it runs: none is an older release's.
+        ops = open_ops(old, migrate=False)
+        try:
+            beats = heartbeats.read_all(ops.conn, heartbeats.WORKER)
+        finally:
+            ops.close()
+        assert beats and {b.detail[HEARTBEAT_RULES] for b in beats} == {RULES_VERSION}
+        assert rules_drift(db.conn, beats).older_workers == ()
     finally:
         pool.stop()
         broker.close()

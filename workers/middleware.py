@@ -35,6 +35,7 @@ from dramatiq.middleware import (
 
 from memory_core.clock import utcnow
 from memory_core.db.stores import open_ops
+from memory_core.extraction.version import HEARTBEAT_RULES, RULES_VERSION
 from memory_core.heartbeats import WORKER, Counters, Heartbeater
 from memory_core.settings import Settings
 from workers.audit import Audit
@@ -153,7 +154,7 @@ class Heartbeats(Middleware):
             ops, WORKER, interval_s=self.settings.heartbeat_interval_s,
             keep_s=self.settings.heartbeat_keep_s, counters=self.counters,
             queues=lambda: sorted(broker.get_declared_queues()),
-            detail=(lambda: {"storage": guard.state()}) if guard is not None else dict)
+            detail=lambda: _beat_detail(guard))
         if guard is not None:
             guard.on_change(self.heartbeater.nudge)
         self.heartbeater.start()
@@ -171,6 +172,16 @@ class Heartbeats(Middleware):
 
     def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
         self.counters.record(utcnow(), failed=bool(message.failed))
+
+
+def _beat_detail(guard: StorageGuard | None) -> dict[str, Any]:
+    """What a worker's heartbeat says besides being alive: the extractor rules it runs
+    (``mnemo memory status`` tells a rolling upgrade by them) and its StorageGuard's
+    state."""
+    detail: dict[str, Any] = {HEARTBEAT_RULES: RULES_VERSION}
+    if guard is not None:
+        detail["storage"] = guard.state()
+    return detail
 
 
 def worker_middleware(storage_probe: Probe | None = None, guard_interval_s: float = 5.0, *,

@@ -12,3 +12,7 @@ from __future__ import annotations
 
 RULES_VERSION = "2026-12-02"
 RULES_DIGEST = "d9a043968ddbb65422023938"
+# A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
+# rolling upgrade, workers of the older release still extract after the first new one has
+# started, and ``rules_drift`` counts their turns too.
+HEARTBEAT_RULES = "extractor_rules"

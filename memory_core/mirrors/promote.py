@@ -39,7 +39,7 @@ from memory_core.settings import Settings
 SKIP = frozenset({"meta", "schema_migrations", "fts_stats"})
 META_KEYS = ("embedder_identity", "embedder_dim", "vector_generation", "fts_tokens")
 # Copied with every key they start: the extractor rules' record (``write.reextract``).
-META_PREFIXES = ("extractor_rules:", "reextracted:")
+META_PREFIXES = ("extractor_rules:", "reextracted:", "reextracted_at:")
 
 Progress = Callable[[str], None]
 

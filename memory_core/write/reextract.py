@@ -45,7 +45,8 @@ from memory_core.extraction.api import (
     default_extractor,
     extractor_name,
 )
-from memory_core.extraction.version import RULES_VERSION
+from memory_core.extraction.version import HEARTBEAT_RULES, RULES_VERSION
+from memory_core.heartbeats import WORKER, Heartbeat
 from memory_core.model import episodes
 from memory_core.model.belief_rules import content_key, normalize_object, topic_family
 from memory_core.model.beliefs import (
@@ -73,6 +74,7 @@ PAGE = 500  # turns read per statement
 # time), and the version a tenant's beliefs were last re-extracted with (``<prefix><tenant>``)
 RULES_SINCE = "extractor_rules:"
 REEXTRACTED = "reextracted:"
+REEXTRACTED_AT = "reextracted_at:"  # <prefix><tenant>: when that run read the turns
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,7 @@ def reextract(state_db: Database, index: VectorIndex, tenant: str, *, dry_run: b
     run = extractor or default_extractor()
     name = extractor_name(run)
     report = ReextractReport(tenant, dry_run, name)
+    began = to_db(utcnow())  # turns extracted after the plan read them are not covered
     plan = _plan(conn, tenant, run, name, report, on_progress)
     stale = _stale(conn, tenant, DEFAULT_SOURCE, plan)
     if dry_run:
@@ -306,6 +309,7 @@ def reextract(state_db: Database, index: VectorIndex, tenant: str, *, dry_run: b
         _add(state_db, index, tenant, plan, report, on_progress)
         if extractor is None:  # the tenant's beliefs are this release's rules' now
             _set_meta(conn, REEXTRACTED + tenant, RULES_VERSION, replace=True)
+            _set_meta(conn, REEXTRACTED_AT + tenant, began, replace=True)
     log.info("beliefs_reextracted", **report.summary())
     return report
 
@@ -324,35 +328,77 @@ def note_rules(conn: Connection) -> None:
 
 
 @dataclass(frozen=True)
+class OlderWorker:
+    """A worker whose heartbeat says it runs other extractor rules (``rules`` None: a
+    release older than the heartbeat's naming them)."""
+
+    process_id: str
+    rules: str | None
+    last_seen: str
+    running: bool  # not marked stopped (it may still be extracting)
+
+
+@dataclass(frozen=True)
 class RulesDrift:
     """Which tenants hold beliefs drawn by rules older than the current ones."""
 
     version: str  # the current rules
     since: str | None  # when a worker of this store first ran them (None: none has yet)
-    behind: dict[str, int]  # tenant -> turns recorded before ``since``, not re-extracted
+    behind: dict[str, int]  # tenant -> turns recorded before ``until``, not re-extracted
+    older_workers: tuple[OlderWorker, ...] = ()
+    until: str | None = None  # turns recorded before this may hold older rules' beliefs
+
+    @property
+    def upgrading(self) -> bool:
+        """Workers of older rules still run: re-extract once they are replaced."""
+        return any(w.running for w in self.older_workers)
 
     def to_dict(self) -> dict[str, object]:
-        return {"rules_version": self.version, "since": self.since,
+        return {"rules_version": self.version, "since": self.since, "until": self.until,
                 "tenants_behind": len(self.behind), "turns_behind": sum(self.behind.values()),
-                "behind": [{"tenant": t, "turns": n} for t, n in sorted(self.behind.items())]}
+                "behind": [{"tenant": t, "turns": n} for t, n in sorted(self.behind.items())],
+                "older_workers": [w.__dict__ for w in self.older_workers],
+                "upgrading": self.upgrading}
 
 
-def rules_drift(conn: Connection) -> RulesDrift:
-    """The tenants whose turns were recorded before this store first ran the current rules
-    and that ``reextract`` has not brought to them since (read only; one scan of the
-    turns)."""
+def older_workers(beats: Iterable[Heartbeat]) -> tuple[OlderWorker, ...]:
+    """The workers among ``beats`` that run other rules than this release's."""
+    return tuple(OlderWorker(b.process_id, b.detail.get(HEARTBEAT_RULES), to_db(b.last_seen_at),
+                             b.stopped_at is None)
+                 for b in beats if b.role == WORKER
+                 and b.detail.get(HEARTBEAT_RULES) != RULES_VERSION)
+
+
+def rules_drift(conn: Connection, beats: Iterable[Heartbeat] = ()) -> RulesDrift:
+    """The tenants whose turns older rules may have extracted, and that ``reextract`` has
+    not brought to the current ones since (read only; one scan of the turns).
+
+    Older rules ran until this store first ran the current ones, or, during a rolling
+    upgrade, until the last beat of a worker of an older release among ``beats`` (the ops
+    db's heartbeats, kept ``MNEMO_HEARTBEAT_KEEP_S``): turns recorded before then count. A
+    tenant re-extracted before then counts again."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?",
                        (RULES_SINCE + RULES_VERSION,)).fetchone()
     if row is None:
         return RulesDrift(RULES_VERSION, None, {})
     since = row[0]
-    done = {r[0][len(REEXTRACTED):] for r in conn.execute(
-        "SELECT key FROM meta WHERE key >= ? AND key < ? AND value = ?",
-        (REEXTRACTED, REEXTRACTED[:-1] + ";", RULES_VERSION))}
+    older = older_workers(beats)
+    until = max([since, *(w.last_seen for w in older)])
+    done_at = dict(_meta_range(conn, REEXTRACTED_AT))
+    done = {t for t, version in _meta_range(conn, REEXTRACTED) if version == RULES_VERSION
+            and (until == since or done_at.get(t, "") >= until)}
     behind = {t: n for t, n in conn.execute(
-        "SELECT tenant, count(*) FROM turns WHERE recorded_at < ? GROUP BY tenant", (since,))
+        "SELECT tenant, count(*) FROM turns WHERE recorded_at < ? GROUP BY tenant", (until,))
         if t not in done}
-    return RulesDrift(RULES_VERSION, since, behind)
+    return RulesDrift(RULES_VERSION, since, behind, older, until)
 
 
-__all__ = ["Change", "ReextractReport", "RulesDrift", "note_rules", "reextract", "rules_drift"]
+def _meta_range(conn: Connection, prefix: str) -> list[tuple[str, str]]:
+    """(what follows ``prefix``, value) of every meta key starting ``prefix`` (a ':')."""
+    rows = conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ?",
+                        (prefix, prefix[:-1] + ";")).fetchall()
+    return [(k[len(prefix):], v) for k, v in rows]
+
+
+__all__ = ["Change", "OlderWorker", "ReextractReport", "RulesDrift", "note_rules", "older_workers",
+           "reextract", "rules_drift"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from memory_core.db import open_state
+from memory_core import heartbeats
+from memory_core.db import open_ops, open_state
 from memory_core.embedders.factory import make_embedder
 from memory_core.status import memory_status
 from memory_core.vectors import VectorIndex
@@ -48,8 +49,13 @@ def status(obj: Ctx, as_json: bool) -> None:
     require_data_dir(obj.settings)
     state = open_state(obj.settings)
     try:
+        ops = open_ops(obj.settings)
+        try:
+            beats = heartbeats.read_all(ops.conn, heartbeats.WORKER)
+        finally:
+            ops.close()
         report = memory_status(state, VectorIndex(make_embedder(obj.settings)))
-        drift = rules_drift(state.conn)
+        drift = rules_drift(state.conn, beats)
     finally:
         state.close()
     report["extractor"] = drift.to_dict()
@@ -72,6 +78,11 @@ def status(obj: Ctx, as_json: bool) -> None:
     since = "no worker of this release has started yet" if drift.since is None \
         else f"run here since {drift.since}"
     click.echo(f"extractor rules   {drift.version} ({since})")
+    if drift.upgrading:
+        running = [w for w in drift.older_workers if w.running]
+        click.echo(f"older workers     {len(running)} worker(s) still run other extractor "
+                   f"rules ({', '.join(sorted({w.rules or 'unnamed' for w in running}))}): "
+                   "re-extract once every worker runs this release")
     if drift.behind:
         click.echo(f"older beliefs     {len(drift.behind)} tenant(s), "
                    f"{sum(drift.behind.values())} turns extracted by older rules (run `mnemo "
