@@ -36,6 +36,9 @@ pytest_plugins = ("tests.helpers.recall_fixtures",)
     ("What does Theo do for a living?", False, "job_title_is", ()),
     ("Who is Jordan dating?", False, "has_partner", ()),
     ("Tell me a joke", True, None, ()),
+    ("What items does John mention having as a child?", False, None, ()),  # when, not who
+    ("What did I eat when I was a kid?", True, "diet", ()),
+    ("How many kids does John have?", False, "has_child", ()),
     ("Summarise the article about the sea", False, None, ()),
 ])
 def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: bool,

@@ -115,6 +115,10 @@ CUES = _table(_CUES)
 RELATIONS: Mapping[str, str] = MappingProxyType({
     **{word: predicate for word, predicate in RELATION_OF.items() if word.isalpha()},
     **{word: predicate for words, predicate in _RELATIONS for word in words.split()}})
+# Words for a child that, after "as (a)" or "was (a)"/"were", say when ("items John had as
+# a child", "when I was a kid"), not that someone has a child.
+_CHILDHOOD = frozenset({"child", "children", "kid", "kids", "boy", "girl", "teen",
+                        "teenager", "toddler"})
 # Month words: the names and 3-letter forms a query's time cue reads, and "sept".
 _MONTH_NAMES = frozenset(MONTHS) | {"sept"}
 # Auxiliaries that end a "what/which ..." phrase.
@@ -167,6 +171,8 @@ def read_intent(text: str) -> Intent:
     relations: list[str] = []
     relation_words: set[str] = set()
     for i, word in enumerate(toks):
+        if _in_childhood(toks, i):
+            continue
         for predicate, weight in CUES.get(word, {}).items():
             predicates[predicate] = max(predicates.get(predicate, 0.0), weight)
         relation = RELATIONS.get(word)
@@ -190,6 +196,14 @@ def read_intent(text: str) -> Intent:
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
                   terms, frozenset(relation_words), frozenset(
                       t for t in terms if t not in kind and not _asks_or_dates(t)))
+
+
+def _in_childhood(toks: list[str], i: int) -> bool:
+    """Whether ``toks[i]`` is a child word saying when ("as a child", "when we were kids")."""
+    if toks[i] not in _CHILDHOOD:
+        return False
+    before = toks[max(0, i - 2):i]
+    return before[-1:] in (["as"], ["were"]) or before in (["as", "a"], ["was", "a"])
 
 
 def _value_kind(toks: list[str]) -> frozenset[str]:
