@@ -23,6 +23,7 @@ import numpy as np
 
 from memory_core.db import pg_vectors
 from memory_core.db.dialect import is_postgres
+from memory_core.db.meta import get_meta, get_metas, set_meta
 from memory_core.db.schema_state import VECTOR_BASES
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.embedders.base import Embedder
@@ -39,23 +40,6 @@ def vec_table(base: str, generation: int) -> str:
     if base not in VECTOR_BASES:
         raise ValueError(f"no vectors for table {base!r}")
     return f"{base}_vec_g{int(generation)}"
-
-
-def _get(conn: Connection, key: str) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else None
-
-
-def _get_many(conn: Connection, *keys: str) -> dict[str, str]:
-    """Several meta values in one statement (one round trip on the Postgres primary)."""
-    rows = conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})",
-                        keys).fetchall()
-    return {str(k): str(v) for k, v in rows}
-
-
-def _set(conn: Connection, key: str, value: str) -> None:
-    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
 
 
 def _create_tables(conn: Connection, generation: int, dim: int) -> None:
@@ -115,7 +99,7 @@ class VectorIndex:
         self.embedder = embedder
 
     def state(self, conn: Connection) -> IndexState:
-        meta = _get_many(conn, _DIM, _GENERATION, _TARGET, _IDENTITY)
+        meta = get_metas(conn, _DIM, _GENERATION, _TARGET, _IDENTITY)
         dim, gen, target = meta.get(_DIM), meta.get(_GENERATION), meta.get(_TARGET)
         return IndexState(
             recorded_identity=meta.get(_IDENTITY),
@@ -134,10 +118,10 @@ class VectorIndex:
         if state.recorded_identity is not None:
             return state
         with atomic(conn):
-            if _get(conn, _IDENTITY) is None:
-                _set(conn, _IDENTITY, self.embedder.identity)
-                _set(conn, _DIM, str(self.embedder.dim))
-                _set(conn, _GENERATION, "1")
+            if get_meta(conn, _IDENTITY) is None:
+                set_meta(conn, _IDENTITY, self.embedder.identity)
+                set_meta(conn, _DIM, str(self.embedder.dim))
+                set_meta(conn, _GENERATION, "1")
                 _create_tables(conn, 1, self.embedder.dim)
         return self.state(conn)
 
@@ -156,16 +140,16 @@ class VectorIndex:
         return state
 
     def dense_enabled(self, conn: Connection) -> bool:
-        return _get(conn, _IDENTITY) == self.embedder.identity
+        return get_meta(conn, _IDENTITY) == self.embedder.identity
 
     def _active_table(self, conn: Connection, base: str) -> str | None:
         if not self.dense_enabled(conn):
             return None
-        return vec_table(base, int(_get(conn, _GENERATION) or 1))
+        return vec_table(base, int(get_meta(conn, _GENERATION) or 1))
 
     def _write_tables(self, conn: Connection, base: str) -> list[str]:
         """The active generation when it matches, plus a generation being built for us."""
-        meta = _get_many(conn, _IDENTITY, _GENERATION, _TARGET)
+        meta = get_metas(conn, _IDENTITY, _GENERATION, _TARGET)
         tables = []
         if meta.get(_IDENTITY) == self.embedder.identity:
             tables.append(vec_table(base, int(meta.get(_GENERATION) or 1)))
@@ -231,7 +215,7 @@ class VectorIndex:
 
     def counts(self, conn: Connection) -> dict[str, int]:
         """Vectors in the active generation per base table (0 when there is none)."""
-        gen = _get(conn, _GENERATION)
+        gen = get_meta(conn, _GENERATION)
         out = {}
         for base in VECTOR_BASES:
             table = vec_table(base, int(gen)) if gen else None
@@ -241,7 +225,7 @@ class VectorIndex:
     def missing(self, conn: Connection) -> dict[str, int] | None:
         """How many rows per base table have no vector in the recorded generation (None: no
         index); ``without_vector`` says which of some rows."""
-        gen = _get(conn, _GENERATION)
+        gen = get_meta(conn, _GENERATION)
         if gen is None:
             return None
         return {base: int(conn.execute(
@@ -275,9 +259,9 @@ class VectorIndex:
             with atomic(conn):
                 if any(_pending(conn, base, gen) for base in VECTOR_BASES):
                     continue  # new rows arrived while filling; fill them first
-                _set(conn, _IDENTITY, target["identity"])
-                _set(conn, _DIM, str(target["dim"]))
-                _set(conn, _GENERATION, str(gen))
+                set_meta(conn, _IDENTITY, target["identity"])
+                set_meta(conn, _DIM, str(target["dim"]))
+                set_meta(conn, _GENERATION, str(gen))
                 conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'reindex_cursor:%'",
                              (_TARGET,))
             break
@@ -292,7 +276,7 @@ class VectorIndex:
                 gen = max([*_generations(conn), state.generation or 0]) + 1
                 target = {"identity": state.active_identity, "dim": state.active_dim,
                           "generation": gen}
-                _set(conn, _TARGET, json.dumps(target))
+                set_meta(conn, _TARGET, json.dumps(target))
                 conn.execute("DELETE FROM meta WHERE key LIKE 'reindex_cursor:%'")
             _create_tables(conn, target["generation"], target["dim"])
         return target
@@ -303,7 +287,7 @@ class VectorIndex:
         total = conn.execute(f"SELECT count(*) FROM {base}").fetchone()[0]
         done = 0
         while True:
-            cursor = int(_get(conn, f"reindex_cursor:{base}") or 0)
+            cursor = int(get_meta(conn, f"reindex_cursor:{base}") or 0)
             rows = conn.execute(
                 f"SELECT id, tenant, text FROM {base} WHERE id > ? ORDER BY id LIMIT ?",
                 (cursor, batch_size),
@@ -317,7 +301,7 @@ class VectorIndex:
                     f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)",
                     [(r[0], r[1], _blob(v, conn)) for r, v in zip(rows, vectors, strict=True)],
                 )
-                _set(conn, f"reindex_cursor:{base}", str(rows[-1][0]))
+                set_meta(conn, f"reindex_cursor:{base}", str(rows[-1][0]))
             done += len(rows)
             if progress:
                 progress(base, _count(conn, table), total)
@@ -388,7 +372,7 @@ def _count(conn: Connection, table: str) -> int:
 
 
 def _pending(conn: Connection, base: str, gen: int) -> bool:
-    cursor = int(_get(conn, f"reindex_cursor:{base}") or 0)
+    cursor = int(get_meta(conn, f"reindex_cursor:{base}") or 0)
     return conn.execute(f"SELECT 1 FROM {base} WHERE id > ? LIMIT 1", (cursor,)).fetchone() \
         is not None
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from py_rust_stemmers import SnowballStemmer
 
+from memory_core.db.meta import get_meta, set_meta
+
 FTS_TABLES: dict[str, str] = {
     # fts table -> base table (column "text", rowid "id")
     "turns_fts": "turns",
@@ -167,13 +169,11 @@ def fill(conn: Any, fts: str, base: str) -> None:
 
 
 def record_version(conn: Any) -> None:
-    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
-                 "value = excluded.value", (META_KEY, TOKENS_VERSION))
+    set_meta(conn, META_KEY, TOKENS_VERSION)
 
 
 def recorded_version(conn: Any) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
-    return row[0] if row else None
+    return get_meta(conn, META_KEY)
 
 
 def tenant_stats(conn: Any, base: str, tenant: str) -> tuple[int, int]:

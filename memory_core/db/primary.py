@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory_core.db.meta import get_meta
 from memory_core.errors import ConfigurationError, StoreError
 from memory_core.settings import Settings
 
@@ -91,8 +92,7 @@ def refuse_unpromoted_file(settings: Settings) -> None:
 
 
 def promoted_to(conn: Any) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PROMOTED_TO,)).fetchone()
-    return str(row[0]) if row else None
+    return get_meta(conn, PROMOTED_TO)
 
 
 def refuse_if_promoted(conn: Any, settings: Settings) -> None:

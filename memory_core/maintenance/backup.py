@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from memory_core.clock import to_db
+from memory_core.db.meta import get_metas
 from memory_core.db.sqlite import Connection, atomic, connect, inserted_id, sqlite_module
 from memory_core.db.stores import Database
 from memory_core.maintenance import backup_files as files
@@ -216,9 +217,7 @@ def snapshot(db: Database, dest: Path, *, pages: int = PAGES_PER_STEP,
 
 
 def _embedder(conn: Connection) -> dict[str, str | None]:
-    marks = ", ".join("?" * len(_EMBEDDER_KEYS))
-    found = dict(conn.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})",
-                              _EMBEDDER_KEYS).fetchall())
+    found = get_metas(conn, *_EMBEDDER_KEYS)
     return {key: found.get(key) for key in _EMBEDDER_KEYS}
 
 

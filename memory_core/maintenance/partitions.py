@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_core.db.meta import get_meta, set_meta
+
 _PREFIX = "recon:"
 
 
@@ -61,11 +63,10 @@ def done_key(run_id: str, partition: int) -> str:
 
 
 def load_progress(conn: Any, run_id: str, partition: int, first_phase: str) -> Progress:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?",
-                       (progress_key(run_id, partition),)).fetchone()
-    if row is None:
+    value = get_meta(conn, progress_key(run_id, partition))
+    if value is None:
         return Progress(first_phase, None)
-    data = json.loads(row[0])
+    data = json.loads(value)
     return Progress(data["phase"], data["cursor"], dict(data["counts"]))
 
 
@@ -73,8 +74,7 @@ def save_progress(conn: Any, run_id: str, partition: int, progress: Progress) ->
     """Record ``progress``; call inside the transaction of the effect it records."""
     value = json.dumps({"phase": progress.phase, "cursor": progress.cursor,
                         "counts": progress.counts}, sort_keys=True)
-    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
-                 "SET value = excluded.value", (progress_key(run_id, partition), value))
+    set_meta(conn, progress_key(run_id, partition), value)
 
 
 def is_done(conn: Any, run_id: str, partition: int) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 from memory_core.clock import to_db, utcnow
 from memory_core.db import pg_fts, pg_vectors, primary, schema_state
 from memory_core.db.dialect import ID_TABLES
+from memory_core.db.meta import get_meta, set_meta
 from memory_core.db.sqlite import atomic
 from memory_core.errors import ConfigurationError, StoreError
 from memory_core.settings import Settings
@@ -183,7 +184,7 @@ def promote(settings: Settings, *, dry_run: bool = False,
     state = open_state(settings)
     report = PromoteReport(url.canonical, dry_run)
     try:
-        if state.conn.execute("SELECT 1 FROM meta WHERE key = 'reindex_target'").fetchone():
+        if get_meta(state.conn, "reindex_target") is not None:
             raise ConfigurationError("refusing to promote while a vector reindex is under "
                                      "way: finish it with `mnemo memory reindex` first")
         report.mirrors_checked = _check_drift(settings, state, say)
@@ -200,9 +201,7 @@ def promote(settings: Settings, *, dry_run: bool = False,
         finally:
             target.close()
         with atomic(state.conn):
-            state.conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) "
-                               "DO UPDATE SET value = excluded.value",
-                               (primary.PROMOTED_TO, url.canonical))
+            set_meta(state.conn, primary.PROMOTED_TO, url.canonical)
         report.promoted = True
         say("promoted: set MNEMO_STATE_BACKEND=postgres for every process of this memory")
         return report
@@ -212,13 +211,12 @@ def promote(settings: Settings, *, dry_run: bool = False,
 
 def _refuse_occupied(target: Any, source: str) -> None:
     conn = target.conn
-    came = conn.execute("SELECT value FROM meta WHERE key = ?",
-                        (primary.PROMOTED_FROM,)).fetchone()
+    came = get_meta(conn, primary.PROMOTED_FROM)
     tenants = conn.execute("SELECT count(*) FROM tenants").fetchone()[0]
-    if tenants and (came is None or came[0] != source):
+    if tenants and came != source:
         raise ConfigurationError(
             f"refusing to promote: the primary at {target.url.canonical} already holds a "
-            f"memory ({tenants} tenants{', from ' + came[0] if came else ''}); use another "
+            f"memory ({tenants} tenants{', from ' + came if came else ''}); use another "
             "database, or drop its schema mnemo_primary to start over")
 
 

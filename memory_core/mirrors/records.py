@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from memory_core import vectors
+from memory_core.db.meta import get_meta
 from memory_core.db.sqlite import Connection
 from memory_core.mirrors.sink import FIELDS, KEY_FIELD, Record
 
@@ -27,10 +28,10 @@ _TABLE = {"turn": "turns", "episode": "episodes", "entity": "entities", "belief"
 
 
 def _active_vector_table(conn: Connection) -> str | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (vectors.GENERATION_KEY,)).fetchone()
-    if row is None:
+    gen = get_meta(conn, vectors.GENERATION_KEY)
+    if gen is None:
         return None
-    table = vectors.vec_table("episodes", int(row[0]))
+    table = vectors.vec_table("episodes", int(gen))
     exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
     return table if exists else None
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from memory_core.clock import to_db, utcnow
+from memory_core.db.meta import get_meta, meta_by_prefix, set_meta, set_meta_once
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.db.stores import Database
 from memory_core.extraction.api import (
@@ -308,23 +309,18 @@ def reextract(state_db: Database, index: VectorIndex, tenant: str, *, dry_run: b
         _invalidate(state_db, index, tenant, stale, report, on_progress)
         _add(state_db, index, tenant, plan, report, on_progress)
         if extractor is None:  # the tenant's beliefs are this release's rules' now
-            _set_meta(conn, REEXTRACTED + tenant, RULES_VERSION, replace=True)
-            _set_meta(conn, REEXTRACTED_AT + tenant, began, replace=True)
+            with atomic(conn):
+                set_meta(conn, REEXTRACTED + tenant, RULES_VERSION)
+                set_meta(conn, REEXTRACTED_AT + tenant, began)
     log.info("beliefs_reextracted", **report.summary())
     return report
-
-
-def _set_meta(conn: Connection, key: str, value: str, *, replace: bool) -> None:
-    action = "UPDATE SET value = excluded.value" if replace else "NOTHING"
-    with atomic(conn):
-        conn.execute(f"INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO {action}",
-                     (key, value))
 
 
 def note_rules(conn: Connection) -> None:
     """Record when this store first ran the current rules (a worker calls it as it starts):
     turns recorded before then were extracted by older rules. Idempotent."""
-    _set_meta(conn, RULES_SINCE + RULES_VERSION, to_db(utcnow()), replace=False)
+    with atomic(conn):
+        set_meta_once(conn, RULES_SINCE + RULES_VERSION, to_db(utcnow()))
 
 
 @dataclass(frozen=True)
@@ -377,27 +373,18 @@ def rules_drift(conn: Connection, beats: Iterable[Heartbeat] = ()) -> RulesDrift
     upgrade, until the last beat of a worker of an older release among ``beats`` (the ops
     db's heartbeats, kept ``MNEMO_HEARTBEAT_KEEP_S``): turns recorded before then count. A
     tenant re-extracted before then counts again."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?",
-                       (RULES_SINCE + RULES_VERSION,)).fetchone()
-    if row is None:
+    since = get_meta(conn, RULES_SINCE + RULES_VERSION)
+    if since is None:
         return RulesDrift(RULES_VERSION, None, {})
-    since = row[0]
     older = older_workers(beats)
     until = max([since, *(w.last_seen for w in older)])
-    done_at = dict(_meta_range(conn, REEXTRACTED_AT))
-    done = {t for t, version in _meta_range(conn, REEXTRACTED) if version == RULES_VERSION
-            and (until == since or done_at.get(t, "") >= until)}
+    done_at = meta_by_prefix(conn, REEXTRACTED_AT)
+    done = {t for t, version in meta_by_prefix(conn, REEXTRACTED).items()
+            if version == RULES_VERSION and (until == since or done_at.get(t, "") >= until)}
     behind = {t: n for t, n in conn.execute(
         "SELECT tenant, count(*) FROM turns WHERE recorded_at < ? GROUP BY tenant", (until,))
         if t not in done}
     return RulesDrift(RULES_VERSION, since, behind, older, until)
-
-
-def _meta_range(conn: Connection, prefix: str) -> list[tuple[str, str]]:
-    """(what follows ``prefix``, value) of every meta key starting ``prefix`` (a ':')."""
-    rows = conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ?",
-                        (prefix, prefix[:-1] + ";")).fetchall()
-    return [(k[len(prefix):], v) for k, v in rows]
 
 
 __all__ = ["Change", "OlderWorker", "ReextractReport", "RulesDrift", "note_rules", "older_workers",
