@@ -28,7 +28,7 @@ def test_meta_values_set_once_replaced_and_read_by_prefix(tmp_path: Path) -> Non
         assert meta_by_prefix(conn, "reextracted_at:") == {"acme": "2026-12-02"}
         assert get_metas(conn, "extractor_rules:v2", "missing") == {"extractor_rules:v2": "first"}
         assert get_metas(conn) == {}
-        with pytest.raises(ValueError, match="ends with ':'"):
-            meta_by_prefix(conn, "reextracted")
+        with pytest.raises(ValueError, match="non-empty prefix"):
+            meta_by_prefix(conn, "")
     finally:
         db.close()

@@ -32,12 +32,15 @@ def get_metas(conn: Any, *keys: str) -> dict[str, str]:
 
 
 def meta_by_prefix(conn: Any, prefix: str) -> dict[str, str]:
-    """What follows ``prefix`` -> value, for every key starting with ``prefix``, which ends
-    with ':' (a range scan of the key index, not a LIKE)."""
-    if not prefix.endswith(":"):
-        raise ValueError(f"a meta key prefix ends with ':', not {prefix!r}")
-    rows = conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ?",
-                        (prefix, prefix[:-1] + ";")).fetchall()
+    """What follows ``prefix`` -> value, for every key starting with ``prefix``. Compared
+    by ``substr`` equality, never by a range of keys: under a linguistic collation (a
+    Postgres database created with an ICU or glibc ``en`` locale) "reextracted:t1" does not
+    sort below "reextracted;", and a range would find nothing. The table is small (a few
+    keys per tenant at most), so the scan costs nothing."""
+    if not prefix:
+        raise ValueError("meta_by_prefix needs a non-empty prefix")
+    rows = conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                        (len(prefix), prefix)).fetchall()
     return {str(k)[len(prefix):]: str(v) for k, v in rows}
 
 

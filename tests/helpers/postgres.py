@@ -33,11 +33,16 @@ def admin_connect(url: BackendURL, dbname: str | None = None) -> psycopg.Connect
 
 
 @contextlib.contextmanager
-def fresh_database(server: BackendURL, prefix: str = "mnemo_pgmirror") -> Iterator[BackendURL]:
-    """A new database on ``server`` (dropped afterwards, with its connections)."""
+def fresh_database(server: BackendURL, prefix: str = "mnemo_pgmirror", *,
+                   icu_locale: str | None = None) -> Iterator[BackendURL]:
+    """A new database on ``server`` (dropped afterwards, with its connections); with
+    ``icu_locale`` ("en-US"), its text sorts by that ICU collation instead of the server's
+    default (byte order here: C.UTF-8), as many production databases do."""
     name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    locale = (f" LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' TEMPLATE template0"
+              if icu_locale else "")
     with admin_connect(server) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{locale}')
     try:
         yield parse_backend_url("postgres", "test", f"postgresql://{server.user}@"
                                 f"{server.host_for_url}:{server.port}/{name}")
