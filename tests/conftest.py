@@ -126,9 +126,13 @@ def bolt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bolt.BoltS
 @pytest.fixture(scope="session")
 def primary_urls(postgres_url: str) -> Iterator[list]:
     """Three fresh databases on the machine's PostgreSQL for the Postgres primary (no
-    pgvector there: real[] vectors, exact scan), dropped at the end."""
+    pgvector there: real[] vectors, exact scan), dropped at the end. Their text sorts by an
+    ICU English collation, as in many production databases, not by the server's byte order
+    (a key range that byte order keeps together, "reextracted:" to "reextracted;", is empty
+    there: tests/primary/test_meta.py)."""
     from memory_core.backends import parse_backend_url
     from tests.helpers.primary import fresh_databases
 
-    with fresh_databases(parse_backend_url("postgres", "test", postgres_url), 3) as urls:
+    with fresh_databases(parse_backend_url("postgres", "test", postgres_url), 3,
+                         icu_locale="en-US") as urls:
         yield urls

@@ -21,9 +21,11 @@ KEEP_META = ("kind", "vector_type", "fts_tokens")
 
 
 @contextlib.contextmanager
-def fresh_databases(server: BackendURL, n: int) -> Iterator[list[BackendURL]]:
+def fresh_databases(server: BackendURL, n: int, *,
+                    icu_locale: str | None = None) -> Iterator[list[BackendURL]]:
     with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(fresh_database(server, prefix="mnemo_primary"))
+        yield [stack.enter_context(fresh_database(server, prefix="mnemo_primary",
+                                                  icu_locale=icu_locale))
                for _ in range(n)]
 
 
