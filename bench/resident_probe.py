@@ -172,6 +172,13 @@ def snapshot(conn, index: VectorIndex, tenant: str) -> dict[str, Table]:
     return out
 
 
+@dataclass(frozen=True)
+class Seed:
+    """What ``feedback.seed_terms`` reads of a seed candidate: its text."""
+
+    text: str
+
+
 def resident_lists(snap: dict[str, Table], text: str, vector: np.ndarray | None, *,
                    in_numpy: bool = False) -> dict[str, list[int]]:
     prepared = prepare_query(text, max_chars=10_000)
@@ -185,10 +192,6 @@ def resident_lists(snap: dict[str, Table], text: str, vector: np.ndarray | None,
     if vector is not None:
         lists["episode_dense"] = ep.dense(vector, over * DEFAULT.k_for("episode_dense"))
         lists["belief_dense"] = be.dense(vector, over * DEFAULT.k_for("belief_dense"))
-
-    class Seed:  # what ``seed_terms`` reads of a candidate
-        def __init__(self, text: str) -> None:
-            self.text = text
 
     seeds = [Seed(snap["episode"].texts[i]) for i in episodes[:FEEDBACK_SEEDS]]
     more = [t for w in seed_terms(prepared.terms, seeds) for t in fts.tokens(w)]  # type: ignore[arg-type]

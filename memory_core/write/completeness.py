@@ -30,13 +30,19 @@ from dramatiq import Message
 from memory_core.db.sqlite import Connection
 from memory_core.extraction.api import default_extractor, extractor_name
 from memory_core.jobs import build_message, derived_message_id, turn_job_id
-from memory_core.write.pipeline import ANCHORED, CONSOLIDATED, EXTRACTED, step_key
+from memory_core.write.pipeline import (
+    ANCHORED,
+    CONSOLIDATED,
+    EXTRACTED,
+    IN_CHUNK,
+    applied_keys,
+    step_key,
+)
 
 EXTRACT, ANCHOR, CONSOLIDATE, SHIP = ("extract_beliefs", "ego_anchor", "micro_consolidate",
                                       "ship_changes")
 FOLLOW_UPS = (EXTRACT, ANCHOR, CONSOLIDATE, SHIP)
 PAGE = 500
-_IN_CHUNK = 800  # SQLite's default limit is 999 variables a statement
 
 Offer = Callable[[Message[Any]], bool]
 
@@ -81,22 +87,12 @@ class CompletenessReport:
         return out
 
 
-def _present(conn: Connection, keys: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for i in range(0, len(keys), _IN_CHUNK):
-        chunk = keys[i:i + _IN_CHUNK]
-        found.update(r[0] for r in conn.execute(
-            f"SELECT key FROM applied_jobs WHERE key IN ({','.join('?' * len(chunk))})",
-            chunk))
-    return found
-
-
 def _with_beliefs(conn: Connection, turns: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for tenant in sorted({t for t, _ in turns}):
         uids = [u for t, u in turns if t == tenant]
-        for i in range(0, len(uids), _IN_CHUNK):
-            chunk = uids[i:i + _IN_CHUNK]
+        for i in range(0, len(uids), IN_CHUNK):
+            chunk = uids[i:i + IN_CHUNK]
             found.update((tenant, r[0]) for r in conn.execute(
                 f"SELECT DISTINCT turn_uid FROM beliefs WHERE tenant = ? AND turn_uid IN "
                 f"({','.join('?' * len(chunk))})", (tenant, *chunk)))
@@ -108,7 +104,7 @@ def _page_gaps(conn: Connection, rows: Sequence[tuple[Any, ...]], extractor: str
     for _, tenant, uid, _ in rows:
         keys += [step_key(EXTRACTED, tenant, uid, extractor), step_key(ANCHORED, tenant, uid),
                  step_key(CONSOLIDATED, tenant, uid)]
-    present = _present(conn, keys)
+    present = applied_keys(conn, keys)
     believed = _with_beliefs(conn, [(r[1], r[2]) for r in rows])
     gaps = []
     for _, tenant, uid, session in rows:

@@ -80,6 +80,21 @@ def _key(kind: str, tenant: str, turn_uid: str, extra: str = "") -> str:
     return applied_key(kind, tenant, turn_uid, extra)
 
 
+# Keys looked up per statement (SQLite's default limit is 999 variables a statement).
+IN_CHUNK = 800
+
+
+def applied_keys(conn: Connection, keys: Sequence[str]) -> set[str]:
+    """Those of ``keys`` whose step ran (written in ``applied_jobs``)."""
+    found: set[str] = set()
+    for i in range(0, len(keys), IN_CHUNK):
+        chunk = keys[i:i + IN_CHUNK]
+        found.update(r[0] for r in conn.execute(
+            f"SELECT key FROM applied_jobs WHERE key IN ({','.join('?' * len(chunk))})",
+            chunk))
+    return found
+
+
 def _claim(conn: Connection, key: str, now: str) -> bool:
     """Write the idempotency key; False when it was already there."""
     cur = conn.execute("INSERT OR IGNORE INTO applied_jobs (key, applied_at) VALUES (?, ?)",

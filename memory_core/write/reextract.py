@@ -66,7 +66,7 @@ from memory_core.model.write_tx import Embeds, write_tx
 from memory_core.progress import OnProgress, no_progress
 from memory_core.vectors import VectorIndex
 from memory_core.vocabulary import INVALIDATED
-from memory_core.write.pipeline import EXTRACTED, checked_turn, step_key
+from memory_core.write.pipeline import EXTRACTED, applied_keys, checked_turn, step_key
 
 log = structlog.get_logger("mnemo.write")
 
@@ -167,9 +167,7 @@ def _existing(conn: Connection, tenant: str, uids: list[str]) -> set[str]:
 def _extracted(conn: Connection, tenant: str, page: list[TurnRow], name: str) -> set[str]:
     """The turns of ``page`` whose extraction ran (their ``extract`` key is written)."""
     keys = {step_key(EXTRACTED, tenant, t.turn_uid, name): t.turn_uid for t in page}
-    rows = conn.execute(f"SELECT key FROM applied_jobs WHERE key IN "
-                        f"({','.join('?' * len(keys))})", tuple(keys)).fetchall()
-    return {keys[r[0]] for r in rows}
+    return {keys[k] for k in applied_keys(conn, list(keys))}
 
 
 def _plan(conn: Connection, tenant: str, run: Extractor, name: str,
@@ -182,11 +180,12 @@ def _plan(conn: Connection, tenant: str, run: Extractor, name: str,
         done = _extracted(conn, tenant, page, name)
         for t in page:
             report.turns += 1
-            if t.turn_uid in done:
-                plan.turns.add(t.turn_uid)
-            else:
+            pending = t.turn_uid not in done
+            if pending:
                 report.not_extracted += 1
-            _plan_turn(conn, tenant, run, t, plan, report, pending=t.turn_uid not in done)
+            else:
+                plan.turns.add(t.turn_uid)
+            _plan_turn(conn, tenant, run, t, plan, report, pending=pending)
         on_progress("turns", report.turns, total)
     return plan
 
