@@ -68,6 +68,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
                    help="override a strategy field, e.g. --set feedback_rank_budget=2000 "
                         "(repeatable; for tuning on categories)")
+    p.add_argument("--resident-rows", type=int, default=None,
+                   help="MNEMO_RECALL_RESIDENT_ROWS (0: keyword lists from the store)")
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--embed-cache", type=Path, default=None,
                    help="keep vectors in this SQLite file and reuse them (bench/embed_cache.py)")
@@ -84,6 +86,8 @@ def _settings(args: argparse.Namespace, data_dir: Path) -> Settings:
         if args.model_path:
             kw["embed_model_path"] = args.model_path.resolve()
         kw["embed_quantize"] = args.quantize
+    if args.resident_rows is not None:
+        kw["recall_resident_rows"] = args.resident_rows
     return Settings.from_env({}, **kw)
 
 

@@ -34,6 +34,7 @@ from memory_core.model.turns import TurnInput, is_recorded
 from memory_core.recall import engine
 from memory_core.recall.fusion import Budget
 from memory_core.recall.log_writer import RecallLogWriter
+from memory_core.recall.resident import ResidentKeywords
 from memory_core.recall.result import RecallResult
 from memory_core.recall.search import TermStats
 from memory_core.recall.strategy import RecallStrategy, get_strategy
@@ -60,6 +61,8 @@ class Memory:
         self.embedder = embedder
         self._index = VectorIndex(embedder)
         self._term_stats = TermStats()
+        self._resident = (ResidentKeywords(max_rows=settings.recall_resident_rows)
+                          if settings.recall_resident_rows > 0 else None)
         self._sender = TurnSender(settings)
         self._helper = RecallHelper(state, settings.recall_helper_threads) if (
             settings.recall_helper_threads > 0) else None
@@ -138,7 +141,7 @@ class Memory:
             tenant=tenant if tenant is not None else self.settings.default_tenant,
             strategy=strat, max_query_chars=self.settings.max_query_chars, budget=resolved,
             session_id=session_id, as_of=as_of, now=now, stats=self._term_stats,
-            helper=self._helper, fact_budget=facts)
+            helper=self._helper, fact_budget=facts, resident=self._resident)
         body = _explanation_text(explanation, result.tenant)
         log_id = None if body is None else self._log_writer.submit(
             result.tenant, result.query_digest, result.strategy, body)

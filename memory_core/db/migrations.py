@@ -178,6 +178,8 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
               )),
     Migration(3, "keyword search per tenant: tenant-namespaced FTS tokens and statistics",
               _tenant_fts),
+    Migration(4, "keyword change log: fts_changes, written by the episode and belief triggers",
+              fts_index.log_changes),
 )
 
 OPS_MIGRATIONS: tuple[Migration, ...] = (

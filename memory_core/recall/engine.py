@@ -32,6 +32,7 @@ from memory_core.recall.explain import build_explanation
 from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
+from memory_core.recall.resident import ResidentKeywords
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import DIRECT_LISTS, RecallStrategy
 from memory_core.vectors import VectorIndex
@@ -64,6 +65,7 @@ class RecallRun:
     timings: dict[str, float] = field(default_factory=dict)
     ppr: dict[Any, float] = field(default_factory=dict)
     stats: search.TermStats | None = None
+    held: search.HeldPostings | None = None  # the tenant's postings in this process
     vector: np.ndarray | None = None
     named: list[str] = field(default_factory=list)  # entities the query names, hub included
 
@@ -229,7 +231,8 @@ def _fts(run: RecallRun, kind: str, list_name: str) -> list[Candidate]:
     return search.fts(run.conn, kind, run.scope, run.query.terms, strat.k_for(list_name),
                       stats=run.stats, common_df=strat.fts_common_df,
                       rank_budget=strat.fts_rank_budget,
-                      local_fraction=strat.fts_tenant_common_fraction, pool=run.pool)
+                      local_fraction=strat.fts_tenant_common_fraction, pool=run.pool,
+                      held=run.held)
 
 
 def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
@@ -312,7 +315,7 @@ def _feedback(run: RecallRun, seeds: list[Candidate], *, want_fts: bool,
         run.add("feedback_fts", lambda: feedback.fts(
             conn, scope, terms, seeds, strat.k_for("feedback_fts"), stats=run.stats,
             common_df=strat.feedback_common_df, rank_budget=strat.feedback_rank_budget,
-            local_fraction=strat.fts_tenant_common_fraction, pool=run.pool))
+            local_fraction=strat.fts_tenant_common_fraction, pool=run.pool, held=run.held))
     if want_dense and run.vector is not None:
         vector = run.vector
         run.add("feedback_dense", lambda: feedback.dense(
@@ -349,12 +352,13 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
            strategy: RecallStrategy, max_query_chars: int, budget: Budget,
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
-           helper: Helper | None = None,
-           fact_budget: int = 8) -> tuple[RecallResult, Callable[[], str]]:
+           helper: Helper | None = None, fact_budget: int = 8,
+           resident: ResidentKeywords | None = None) -> tuple[RecallResult, Callable[[], str]]:
     """Run one recall; returns the result and a function building its explanation's JSON
     for the recall log (``explain.build_explanation``; ``Memory.recall`` calls it, and the
     log writer writes it in the background). ``fact_budget``: facts at most (0: no facts
-    channel)."""
+    channel). ``resident``: tenants' keyword postings held in the process (the keyword
+    lists come from them; the same ids as from the store)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     # Every list reads the same state of the store (a helper thread's dense lane, when
@@ -364,6 +368,10 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
                       as_of=resolve_as_of(as_of), include_archive=strategy.include_archive)
         run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
                         stats=stats)
+        if resident is not None:
+            held_at = time.perf_counter()
+            run.held = resident.tenant(conn, scope.tenant)
+            run.timings["resident_ms"] = (time.perf_counter() - held_at) * 1000
         _gather(run, helper)
         # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.
         beliefs = [c for c in run.pool.values() if c.kind == "belief"]

@@ -42,13 +42,14 @@ def seed_terms(query: tuple[str, ...], seeds: Sequence[Candidate]) -> tuple[str,
 def fts(conn: Connection, scope: Scope, query: tuple[str, ...], seeds: Sequence[Candidate], k: int,
         *, stats: search.TermStats | None, common_df: int, rank_budget: int,
         local_fraction: float,
-        pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
+        pool: Mapping[tuple[str, int], Candidate] | None = None,
+        held: search.HeldPostings | None = None) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     exclude = {c.key for c in seeds}
     found = search.fts(conn, "episode", scope, seed_terms(query, seeds), k + len(exclude),
                        stats=stats, common_df=common_df, rank_budget=rank_budget,
-                       local_fraction=local_fraction, rare_only=True, pool=pool)
+                       local_fraction=local_fraction, rare_only=True, pool=pool, held=held)
     return [c for c in found if c.key not in exclude][:k]
 
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
@@ -152,6 +152,24 @@ class TermStats:
         return rows
 
 
+class TermCounts(Protocol):
+    """Where ``plan_terms`` reads a tenant's counts: ``TermStats`` (the store's, cached) or
+    a tenant's held postings (``recall.resident``, exact)."""
+
+    def dfs(self, conn: Connection, table: str, tenant: str, words: Sequence[str],
+            cap: int = 0) -> dict[str, int]: ...
+
+    def tenant_rows(self, conn: Connection, table: str, tenant: str) -> int: ...
+
+
+class HeldPostings(TermCounts, Protocol):
+    """A tenant's postings held in the process (``recall.resident.TenantPostings``)."""
+
+    def holds(self, table: str) -> bool: ...
+
+    def ranked_ids(self, table: str, plan: TermPlan, window: int) -> list[int]: ...
+
+
 @dataclass(frozen=True)
 class TermPlan:
     """How one FTS search spends its ranking budget (see ``plan_terms``).
@@ -166,7 +184,7 @@ class TermPlan:
     other: tuple[str, ...] = ()
 
 
-def plan_terms(conn: Connection, stats: TermStats | None, table: str, terms: tuple[str, ...],
+def plan_terms(conn: Connection, stats: TermCounts | None, table: str, terms: tuple[str, ...],
                common_df: int, rank_budget: int = 0, tenant: str = "",
                local_fraction: float = 0.0) -> TermPlan:
     """Split ``terms`` into the ones ranked exactly and the rest (``TermPlan``), by their
@@ -351,21 +369,26 @@ def _bm25_order(found: list[tuple[int, dict[int, int]]], sizes: Mapping[int, S],
 def fts(conn: Connection, kind: str, scope: Scope, terms: tuple[str, ...], k: int, *,
         stats: TermStats | None = None, common_df: int = 0, rank_budget: int = 0,
         local_fraction: float = 0.0, rare_only: bool = False,
-        pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
+        pool: Mapping[tuple[str, int], Candidate] | None = None,
+        held: HeldPostings | None = None) -> list[Candidate]:
     """Visible rows of ``kind`` of the scope's tenant matching any of ``terms``, best first
     by the tenant's bm25, with the ranking work bounded by ``plan_terms``: every row matching
     a rare (``essential``) term is ranked over all kept terms; rows matching only the more
     common terms follow, the best of the newest of their matches. ``rare_only``: the
     essential terms alone (for many broad terms, such as a feedback round's). ``pool``: rows
-    loaded already (``load_first``).
+    loaded already (``load_first``). ``held``: the tenant's postings held in the process
+    (``recall.resident``): the same plan and ids from them, without FTS5 statements (its
+    counts are exact, as ``stats`` gives them when its cache is fresh).
     """
     if not terms or k <= 0:
         return []
     table = TABLES[kind]
-    plan = plan_terms(conn, stats, table, terms, common_df, rank_budget, scope.tenant,
-                      local_fraction)
+    held = held if held is not None and held.holds(table) else None
+    plan = plan_terms(conn, held or stats, table, terms, common_df, rank_budget,
+                      scope.tenant, local_fraction)
     if rare_only:
         plan = TermPlan(plan.essential)
     window = min(rank_budget or common_df, FILL_WINDOW * k) if plan.other else 0
-    ids = ranked_ids(conn, table, scope.tenant, plan, window)
+    ids = (held.ranked_ids(table, plan, window) if held is not None
+           else ranked_ids(conn, table, scope.tenant, plan, window))
     return load_first(conn, kind, scope, ids, k, pool)

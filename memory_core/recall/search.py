@@ -17,6 +17,7 @@ from memory_core.db.sqlite import Connection
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import TABLES, Candidate, Scope, beliefs_touching, load
 from memory_core.recall.keyword import (
+    HeldPostings,
     TermPlan,
     TermStats,
     fts,
@@ -35,7 +36,7 @@ MAX_NGRAM = 3
 # (superseded beliefs, archived episodes, other times).
 DENSE_OVERSAMPLE = 2
 
-__all__ = ["TermPlan", "TermStats", "beliefs_about", "dense", "fts", "plan_terms",
+__all__ = ["HeldPostings", "TermPlan", "TermStats", "beliefs_about", "dense", "fts", "plan_terms",
            "query_entities"]
 
 

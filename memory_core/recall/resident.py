@@ -1,0 +1,257 @@
+"""A tenant's keyword postings held in the recalling process, kept current by the store's
+change log: recall's keyword lists without FTS5 statements.
+
+On LoCoMo with fastembed the keyword lists and the feedback round's are about half of
+recall's time after the query embedding (docs/benchmarks.md), most of it statements and
+the Python around them. Held in the process, a tenant's postings answer the same question
+(``keyword.ranked_ids``: the same plan, the same bm25 arithmetic in ``keyword._bm25_order``,
+the same ids in the same order) from dictionaries.
+
+They are kept current, not rebuilt: the FTS triggers append every insert, update and delete
+of an episode or belief to ``fts_changes`` (``db.fts``: seq, table, tenant, row id) in the
+writer's transaction. Before a tenant's lists are used, recall reads the tenant's entries
+past the seq it holds (one indexed statement: other tenants' writes cost nothing) and
+re-reads those rows: a row still there is indexed again from its text, a row gone is
+dropped. A forgotten row thus leaves the postings before the next recall. Then the held
+rows and tokens are checked against ``fts_stats``; any difference (a pruned log, a restored
+file, a store rewritten underneath) rebuilds the tenant from the store, never serves it.
+Visibility (time, tier, status) is not held: the ranked ids are loaded and filtered as
+before (``keyword.load_first``).
+
+Bounded: a tenant with more than ``max_tenant_rows`` rows keeps the store's path (its
+postings would cost more memory than they save time), and the tenants held add up to at
+most ``max_rows`` rows, the least recently used evicted first. SQLite only: on the Postgres
+primary recall reads the store as before.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from memory_core.db import fts as fts_index
+from memory_core.db.dialect import is_postgres
+from memory_core.db.meta import get_meta
+from memory_core.db.sqlite import Connection
+from memory_core.recall import keyword
+
+MAX_TENANT_ROWS = 50_000
+MAX_ROWS = 1_000_000
+# More changed rows than this since a tenant was last brought up to date: rebuild it (one
+# statement) rather than re-read them by id.
+MAX_CATCH_UP = 2_000
+
+
+def _token(word: str) -> str | None:
+    """The token a search for ``word`` looks up (``keyword.word_tokens`` without the
+    tenant's prefix: postings here are one tenant's)."""
+    toks = fts_index.tokens(word)
+    return toks[0] if toks else None
+
+
+@dataclass
+class Postings:
+    """One tenant's rows of one table as its FTS index holds them: per token {row: tf}, each
+    row's length and distinct tokens (to drop it again)."""
+
+    terms: dict[str, dict[int, int]] = field(default_factory=dict)
+    lengths: dict[int, int] = field(default_factory=dict)
+    row_terms: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    total: int = 0
+
+    def add(self, row_id: int, text: str) -> None:
+        self.drop(row_id)
+        toks = fts_index.tokens(text)
+        counts: dict[str, int] = {}
+        for t in toks:
+            counts[t] = counts.get(t, 0) + 1
+        for t, n in counts.items():
+            self.terms.setdefault(t, {})[row_id] = n
+        self.lengths[row_id] = len(toks)
+        self.row_terms[row_id] = tuple(counts)
+        self.total += len(toks)
+
+    def drop(self, row_id: int) -> None:
+        length = self.lengths.pop(row_id, None)
+        if length is None:
+            return
+        self.total -= length
+        for t in self.row_terms.pop(row_id):
+            rows = self.terms[t]
+            del rows[row_id]
+            if not rows:
+                del self.terms[t]
+
+    @property
+    def rows(self) -> int:
+        return len(self.lengths)
+
+    def dfs(self, words: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for w in words:
+            t = _token(w)
+            if t is not None:
+                out[w] = len(self.terms.get(t, ()))
+        return out
+
+    def ranked_ids(self, plan: keyword.TermPlan, window: int) -> list[int]:
+        """``keyword.ranked_ids`` from the held postings: the same rows in the same order."""
+        by_word = {w: t for w in (*plan.essential, *plan.other) if (t := _token(w))}
+        essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
+        others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
+        if not (essential or others) or self.rows <= 0:
+            return []
+        empty: dict[int, int] = {}
+        found: list[tuple[int, dict[int, int]]] = []
+        first: set[int] = set()
+        for t in essential:
+            rows = self.terms.get(t, empty)
+            found.append((len(rows), rows))
+            first.update(rows)
+        ranked = set(first)
+        if others and window > 0:  # the newest rows of the other tokens alone
+            alone = {r for t in others for r in self.terms.get(t, empty) if r not in first}
+            ranked.update(heapq.nlargest(window, alone))
+        if others and ranked:
+            for t in others:
+                rows = self.terms.get(t, empty)
+                found.append((len(rows), {r: n for r, n in rows.items() if r in ranked}))
+        sizes = {r: self.lengths[r] for r in ranked}
+        return keyword._bm25_order(found, sizes, first, self.rows, self.total, int)
+
+
+@dataclass
+class TenantPostings:
+    """A tenant's postings of every logged table, current as of ``seq``."""
+
+    tenant: str
+    seq: int
+    tables: dict[str, Postings]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.tables.values())
+
+    def holds(self, table: str) -> bool:
+        return table in self.tables
+
+    # ``keyword.plan_terms`` reads a tenant's counts through these (as from ``TermStats``).
+    def dfs(self, conn: Connection, table: str, tenant: str, words: Sequence[str],
+            cap: int = 0) -> dict[str, int]:
+        with self.lock:
+            return self.tables[table].dfs(words)
+
+    def tenant_rows(self, conn: Connection, table: str, tenant: str) -> int:
+        with self.lock:
+            return self.tables[table].rows
+
+    def ranked_ids(self, table: str, plan: keyword.TermPlan, window: int) -> list[int]:
+        with self.lock:
+            return self.tables[table].ranked_ids(plan, window)
+
+
+_CHANGES = "SELECT seq, tbl, row_id FROM fts_changes WHERE tenant = ? AND seq > ? ORDER BY seq"
+_TOP = "SELECT coalesce(max(seq), 0) FROM fts_changes"
+_STATS = "SELECT tbl, rows, tokens FROM fts_stats WHERE tenant = ?"
+
+
+class ResidentKeywords:
+    """The postings of the tenants this process recalls for (``Memory`` owns one). Thread-
+    safe: a tenant's postings are brought up to date and searched under its own lock."""
+
+    def __init__(self, max_tenant_rows: int = MAX_TENANT_ROWS, max_rows: int = MAX_ROWS
+                 ) -> None:
+        self.max_tenant_rows = max_tenant_rows
+        self.max_rows = max_rows
+        self._tenants: OrderedDict[str, TenantPostings] = OrderedDict()
+        self._too_big: dict[str, float] = {}  # tenant -> when it was found over the bound
+        self._lock = threading.Lock()
+        self.builds = 0  # tenants built from the store (a rebuild counts again)
+
+    def tenant(self, conn: Connection, tenant: str) -> TenantPostings | None:
+        """``tenant``'s postings, current as of ``conn``'s snapshot; None: use the store
+        (the Postgres primary, or a tenant over ``max_tenant_rows``). Call it inside the
+        recall's read snapshot."""
+        if is_postgres(conn):
+            return None
+        with self._lock:
+            held = self._tenants.get(tenant)
+            if held is not None:
+                self._tenants.move_to_end(tenant)
+            elif time.monotonic() - self._too_big.get(tenant, -1e9) < 60.0:
+                return None  # checked within the last minute: still the store's
+        if held is not None:
+            with held.lock:
+                if _catch_up(conn, held):
+                    return held
+        fresh = self._build(conn, tenant)
+        with self._lock:
+            if fresh is None:
+                self._tenants.pop(tenant, None)
+                self._too_big[tenant] = time.monotonic()
+                return None
+            self._too_big.pop(tenant, None)
+            self._tenants[tenant] = fresh
+            self._tenants.move_to_end(tenant)
+            self._evict()
+        return fresh
+
+    def _evict(self) -> None:
+        total = sum(t.rows for t in self._tenants.values())
+        while total > self.max_rows and len(self._tenants) > 1:
+            _, gone = self._tenants.popitem(last=False)
+            total -= gone.rows
+
+    def _build(self, conn: Connection, tenant: str) -> TenantPostings | None:
+        stats = {tbl: int(rows) for tbl, rows, _ in conn.execute(_STATS, (tenant,))}
+        if sum(stats.get(b, 0) for b in fts_index.LOGGED) > self.max_tenant_rows:
+            return None
+        seq = int(conn.execute(_TOP).fetchone()[0])  # the same snapshot as the rows below
+        tables: dict[str, Postings] = {}
+        for base in fts_index.LOGGED:
+            postings = Postings()
+            for row_id, text in conn.execute(f"SELECT id, text FROM {base} WHERE tenant = ?",
+                                             (tenant,)):
+                postings.add(int(row_id), text or "")
+            tables[base] = postings
+        self.builds += 1
+        return TenantPostings(tenant, seq, tables)
+
+    def held(self) -> list[str]:
+        with self._lock:
+            return list(self._tenants)
+
+
+def _catch_up(conn: Connection, held: TenantPostings) -> bool:
+    """Apply the tenant's changes past ``held.seq``; False: rebuild instead (the log was
+    pruned past it, or the held counts disagree with ``fts_stats``)."""
+    pruned = int(get_meta(conn, fts_index.PRUNED_KEY) or 0)
+    if held.seq < pruned:
+        return False
+    changed: dict[str, set[int]] = {}
+    seq = held.seq
+    for at, tbl, row_id in conn.execute(_CHANGES, (held.tenant, held.seq)):
+        changed.setdefault(tbl, set()).add(int(row_id))
+        seq = int(at)
+    if sum(len(ids) for ids in changed.values()) > MAX_CATCH_UP:
+        return False
+    for base, ids in changed.items():
+        postings = held.tables.get(base)
+        if postings is None:
+            return False
+        for row_id in ids:
+            postings.drop(row_id)
+        marks = ",".join("?" * len(ids))
+        for row_id, text in conn.execute(  # a row gone since is left dropped
+                f"SELECT id, text FROM {base} WHERE tenant = ? AND id IN ({marks})",
+                [held.tenant, *ids]):
+            postings.add(int(row_id), text or "")
+    held.seq = seq
+    stats = {tbl: (int(rows), int(tokens))
+             for tbl, rows, tokens in conn.execute(_STATS, (held.tenant,))}
+    return all(stats.get(base, (0, 0)) == (p.rows, p.total) for base, p in held.tables.items())

@@ -1,0 +1,271 @@
+"""Keyword postings held in the chat process (``recall.resident``) give exactly the store's
+keyword lists (``keyword.ranked_ids``, in C and in Python; ``plan_terms``' counts), and stay
+so through every kind of write by another connection: inserts, text rewrites and deletes of
+episodes and beliefs, the tenant's own and other tenants'. They catch up from the change log
+(``fts_changes``) without being rebuilt; a log entry lost, or a log pruned past them, is
+detected by the counts in ``fts_stats`` and rebuilds the tenant instead of serving it stale.
+Through ``Memory.recall`` the results are the same with and without them.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core import Memory
+from memory_core.clock import to_db
+from memory_core.db import fts as fts_index
+from memory_core.db import open_state
+from memory_core.db.sqlite import atomic, connect
+from memory_core.recall.keyword import TermPlan, TermStats, plan_terms, ranked_ids
+from memory_core.recall.resident import ResidentKeywords
+from memory_core.settings import Settings
+from tests.helpers.memory import T0, Store, make_store
+
+pytest_plugins = ("tests.helpers.recall_fixtures",)
+
+TENANTS = ("ana", "ben", "cy")
+COMMON = ["porto", "friday", "river", "kitchen"]
+RARE = ["kayak", "violin", "lantern", "walrus", "quince", "zither", "Zürich"]
+FILLER = ["went", "with", "the", "my", "sister", "to", "a", "new", "job", "at", "moved",
+          "loves", "running", "coffee", "tea", "marathon", "dog", "named", "Max"]
+WORDS = COMMON + RARE + FILLER + ["nowhere"]
+TABLES = ("episodes", "beliefs")
+
+
+def _text(rng: random.Random) -> str:
+    if rng.random() < 0.15:  # equal-scoring rows: ties are broken newest first
+        return rng.choice(["porto kayak", "kayak porto", "river friday"])
+    words = [w for w in COMMON if rng.random() < 0.5] * rng.randint(1, 2)
+    words += [w for w in RARE if rng.random() < 0.1]
+    words += rng.choices(FILLER, k=rng.randint(0, 14))
+    rng.shuffle(words)
+    return " ".join(words) or "went"
+
+
+_uids = iter(range(1, 10**9))
+
+
+def _insert(conn: Any, table: str, tenant: str, text: str) -> None:
+    n = next(_uids)
+    at = to_db(T0)
+    if table == "episodes":
+        conn.execute(
+            "INSERT INTO episodes (tenant, episode_uid, session_id, tier, text, occurred_at, "
+            "importance, created_at, updated_at) VALUES (?, ?, 's1', 'recent', ?, ?, 0.5, ?, ?)",
+            (tenant, f"e{n}", text, at, at, at))
+    else:
+        conn.execute(
+            "INSERT INTO beliefs (tenant, belief_uid, subject_id, predicate, object_text, text, "
+            "valid_from, recorded_at, status, source, confidence) VALUES "
+            "(?, ?, 'user', 'likes', ?, ?, ?, ?, 'active', 'heuristic', 0.9)",
+            (tenant, f"b{n}", text[:20], text, at, at))
+
+
+def _writes(conn: Any, rng: random.Random, n: int) -> None:
+    """``n`` writes of every kind, to random tenants and tables, in a few transactions."""
+    for _ in range(max(1, n // 10)):
+        with atomic(conn):
+            for _ in range(10):
+                table, tenant = rng.choice(TABLES), rng.choice(TENANTS)
+                ids = [r[0] for r in conn.execute(f"SELECT id FROM {table} WHERE tenant = ?",
+                                                  (tenant,))]
+                roll = rng.random()
+                if ids and roll < 0.1:
+                    conn.execute(f"DELETE FROM {table} WHERE id = ?", (rng.choice(ids),))
+                elif ids and roll < 0.2:
+                    conn.execute(f"UPDATE {table} SET text = ? WHERE id = ?",
+                                 (_text(rng), rng.choice(ids)))
+                else:
+                    _insert(conn, table, tenant, _text(rng))
+
+
+def _plans(rng: random.Random) -> list[tuple[TermPlan, int]]:
+    plans = [(TermPlan(("kayak", "walrus"), ("porto", "friday")), 7),
+             (TermPlan((), ("porto", "river")), 12),
+             (TermPlan(("nowhere",), ("porto",)), 9),
+             (TermPlan(tuple(WORDS)), 0),
+             (TermPlan(("zurich", "Zürich", "kayaks"), ("kitchen",)), 40)]
+    for _ in range(6):
+        essential = tuple(rng.sample(WORDS, rng.randint(0, 4)))
+        plans.append((TermPlan(essential, tuple(rng.sample(WORDS, rng.randint(0, 4)))),
+                      rng.randint(0, 30)))
+    return plans
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    lite = make_store(tmp_path, TENANTS)
+    python = connect(lite.db.path, bm25=False)  # the same file, ranked in Python
+    yield lite, python
+    python.close()
+    lite.db.close()
+
+
+def _same_as_store(lite: Store, python: Any, resident: ResidentKeywords,
+                   plans: list[tuple[TermPlan, int]]) -> int:
+    """Every tenant's held lists against the store's (both ways); returns the ids compared."""
+    compared = 0
+    for tenant in TENANTS:
+        held = resident.tenant(lite.conn, tenant)
+        assert held is not None
+        for table in TABLES:
+            for plan, window in plans:
+                mine = held.ranked_ids(table, plan, window)
+                assert mine == ranked_ids(lite.conn, table, tenant, plan, window), (table, plan)
+                assert mine == ranked_ids(python, table, tenant, plan, window), (table, plan)
+                compared += len(mine)
+            terms = tuple(WORDS)
+            for budget in (0, 15, 60):  # the plan recall makes, from either's counts
+                assert plan_terms(lite.conn, held, table, terms, 25, budget, tenant, 0.3) == \
+                    plan_terms(lite.conn, TermStats(), table, terms, 25, budget, tenant, 0.3)
+    return compared
+
+
+def test_held_postings_rank_as_the_store_through_every_kind_of_write(store) -> None:
+    lite, python = store
+    rng = random.Random(11)
+    plans = _plans(rng)
+    resident = ResidentKeywords()
+    _writes(lite.conn, rng, 150)
+    compared = _same_as_store(lite, python, resident, plans)
+    for _ in range(8):  # inserts, rewrites and deletes by another connection, then recall
+        _writes(python, rng, 40)
+        compared += _same_as_store(lite, python, resident, plans)
+    assert resident.builds == len(TENANTS)  # caught up from the log, never rebuilt
+    assert compared > 2_000  # not a comparison of empty lists
+    kept = lite.conn.execute("SELECT count(*) FROM fts_changes").fetchone()[0]
+    assert kept > 300 and sorted(resident.held()) == sorted(TENANTS)
+
+
+def test_a_lost_log_entry_is_caught_by_the_counts_and_the_tenant_rebuilt(store) -> None:
+    lite, python = store
+    rng = random.Random(5)
+    resident = ResidentKeywords()
+    _writes(lite.conn, rng, 60)
+    _same_as_store(lite, python, resident, _plans(rng))
+    builds = resident.builds
+    with atomic(lite.conn):
+        _insert(lite.conn, "episodes", "ana", "walrus lantern porto")
+        lite.conn.execute("DELETE FROM fts_changes WHERE seq = (SELECT max(seq) FROM "
+                          "fts_changes)")
+    held = resident.tenant(lite.conn, "ana")
+    assert resident.builds == builds + 1
+    assert held is not None
+    plan = TermPlan(("walrus", "lantern"), ("porto",))
+    assert held.ranked_ids("episodes", plan, 5) == ranked_ids(lite.conn, "episodes", "ana",
+                                                              plan, 5)
+
+
+def test_a_log_pruned_past_the_held_postings_rebuilds_them(store) -> None:
+    lite, python = store
+    rng = random.Random(8)
+    resident = ResidentKeywords()
+    _writes(lite.conn, rng, 60)
+    plans = _plans(rng)
+    _same_as_store(lite, python, resident, plans)
+    builds = resident.builds
+    _writes(lite.conn, rng, 30)
+    backlog = lite.conn.execute("SELECT count(*) FROM fts_changes").fetchone()[0]
+    with atomic(lite.conn):  # keeps what the held postings need: no rebuild
+        assert fts_index.prune_changes(lite.conn, keep=backlog) == 0
+    _same_as_store(lite, python, resident, plans)
+    assert resident.builds == builds
+    _writes(lite.conn, rng, 30)
+    with atomic(lite.conn):
+        assert fts_index.prune_changes(lite.conn, keep=3) > 0
+    _same_as_store(lite, python, resident, plans)
+    assert resident.builds == builds + len(TENANTS)
+
+
+def test_a_tenant_over_the_bound_stays_in_the_store_and_the_oldest_is_evicted(store) -> None:
+    lite, _ = store
+    with atomic(lite.conn):
+        for i in range(30):
+            _insert(lite.conn, "episodes", "ana", f"kayak {i}")
+        for i in range(10):
+            _insert(lite.conn, "episodes", "ben", f"kayak {i}")
+            _insert(lite.conn, "episodes", "cy", f"kayak {i}")
+    small = ResidentKeywords(max_tenant_rows=20, max_rows=15)
+    assert small.tenant(lite.conn, "ana") is None  # over 20 rows: the store's path
+    assert small.tenant(lite.conn, "ben") is not None
+    assert small.tenant(lite.conn, "cy") is not None  # 20 rows held > 15: ben evicted
+    assert small.held() == ["cy"]
+
+
+def test_the_change_log_is_added_to_a_store_made_before_it(tmp_path: Path, monkeypatch) -> None:
+    """State migration 4 on a version-3 store: the triggers then log, nothing is lost."""
+    settings = Settings.from_env({}, data_dir=tmp_path)
+    db = open_state(settings)
+    conn = db.conn
+    with atomic(conn):  # back to version 3: no log, triggers without it
+        conn.execute("DROP TABLE fts_changes")
+        monkeypatch.setattr(fts_index, "LOGGED", ())
+        for fts, base in fts_index.FTS_TABLES.items():
+            for suffix in ("ai", "ad", "au"):
+                conn.execute(f"DROP TRIGGER {fts}_{suffix}")
+            for statement in fts_index.triggers(fts, base):
+                conn.execute(statement)
+        monkeypatch.undo()
+        conn.execute("DELETE FROM schema_migrations WHERE version = 4")
+        conn.execute("PRAGMA user_version = 3")
+        conn.execute("INSERT INTO tenants (tenant, created_at) VALUES ('ana', ?)",
+                     (to_db(T0),))
+        _insert(conn, "episodes", "ana", "before the log")
+    db.close()
+    db = open_state(settings)  # migrates
+    with atomic(db.conn):
+        _insert(db.conn, "episodes", "ana", "after the log")
+    logged = db.conn.execute("SELECT tbl, tenant FROM fts_changes").fetchall()
+    assert logged == [("episodes", "ana")]
+    held = ResidentKeywords().tenant(db.conn, "ana")
+    assert held is not None and held.tables["episodes"].rows == 2
+    db.close()
+
+
+@pytest.mark.parametrize("resident_rows", ["0", "1000000"])
+def test_recall_is_the_same_with_and_without_held_postings(seeded, tmp_path, resident_rows,
+                                                         settings) -> None:
+    """Through ``Memory.recall``, with writes and a forgotten episode between recalls."""
+    seeder, _ = seeded
+    rng = random.Random(3)
+    sentences = [
+        "I moved to Porto last friday with my sister",
+        "my sister has a kayak and a violin",
+        "we went running by the river before coffee",
+        "Max the dog loves the kitchen",
+        "I started a new job at the lantern factory",
+    ]
+    for text in sentences * 3:
+        seeder.turn("acme", text + " " + " ".join(rng.choices(FILLER, k=4)))
+    queries = ["Where did I move?", "what does my sister have", "river running",
+               "where do I work now", "kayak violin lantern"]
+    on = Settings.from_env({"MNEMO_RECALL_RESIDENT_ROWS": resident_rows},
+                           data_dir=settings.data_dir)
+    off = Settings.from_env({"MNEMO_RECALL_RESIDENT_ROWS": "0"}, data_dir=settings.data_dir)
+
+    def shown(mem: Memory) -> list[Any]:
+        out = []
+        for q in queries:
+            r = mem.recall(q, tenant="acme")
+            out.append(([(i.item_id, round(i.score, 9)) for i in r.items],
+                        [f.text for f in r.facts]))
+        return out
+
+    with Memory.open(on) as a, Memory.open(off) as b:
+        assert shown(a) == shown(b)
+        for text in sentences:  # written by another connection between recalls
+            seeder.turn("acme", "later " + text)
+        gone = seeder.conn.execute("SELECT id, episode_uid FROM episodes WHERE tenant = 'acme' "
+                                   "AND text LIKE '%kayak%' ORDER BY id DESC LIMIT 1").fetchone()
+        with atomic(seeder.conn):
+            seeder.conn.execute("DELETE FROM episode_turns WHERE episode_id = ?", (gone[0],))
+            seeder.conn.execute("DELETE FROM episodes WHERE id = ?", (gone[0],))
+        after = shown(a)
+        assert after == shown(b)
+        assert all(f"episode:{gone[1]}" != item for items, _ in after for item, _ in items)
+        assert any("later" in t for t in (i.text for i in a.recall(
+            "Porto friday sister", tenant="acme").items))
