@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_core.db import pg_vectors
+from memory_core.db import changes, pg_vectors
 from memory_core.db.dialect import is_postgres
 from memory_core.db.meta import get_meta, get_metas, set_meta
 from memory_core.db.schema_state import VECTOR_BASES
@@ -142,6 +142,10 @@ class VectorIndex:
     def dense_enabled(self, conn: Connection) -> bool:
         return get_meta(conn, _IDENTITY) == self.embedder.identity
 
+    def active_table(self, conn: Connection, base: str) -> str | None:
+        """The vector table dense search reads for ``base``; None while dense is off."""
+        return self._active_table(conn, base)
+
     def _active_table(self, conn: Connection, base: str) -> str | None:
         if not self.dense_enabled(conn):
             return None
@@ -177,13 +181,23 @@ class VectorIndex:
                                  [(i,) for i, _, _ in items])
                 conn.executemany(
                     f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)", rows)
+            if not is_postgres(conn):  # for the processes holding them (recall.resident)
+                changes.log_rows(conn, base, [(i, t) for i, t, _ in items])
         return len(items)
 
     def delete(self, conn: Connection, base: str, rowids: Sequence[int]) -> int:
         """Delete the vectors of ``rowids`` from every generation; return how many remain."""
         tables = _vec_tables(conn, base)
-        for table in tables:
-            conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in rowids])
+        if is_postgres(conn):
+            _delete_rows(conn, tables, rowids)
+        else:
+            with atomic(conn):  # logged for the processes holding them (recall.resident)
+                for part in range(0, len(rowids), 500):  # a row deleted already was logged
+                    ids = [int(i) for i in rowids[part:part + 500]]
+                    changes.log_rows(conn, base, conn.execute(
+                        f"SELECT id, tenant FROM {base} WHERE id IN ({','.join('?' * len(ids))})",
+                        ids).fetchall())
+                _delete_rows(conn, tables, rowids)
         # Point lookups: vec0 answers "rowid IN (...)" by scanning the whole table.
         return sum(conn.execute(f"SELECT 1 FROM {t} WHERE rowid = ?", (i,)).fetchone()
                    is not None for t in tables for i in rowids)
@@ -327,10 +341,17 @@ class VectorIndex:
                          if _still_missing(conn, base, table, r[0], r[2])]
                 conn.executemany(
                     f"INSERT INTO {table} (rowid, tenant, embedding) VALUES (?, ?, ?)", items)
+                if not is_postgres(conn):
+                    changes.log_rows(conn, base, [(i, t) for i, t, _ in items])
             done += len(rows)
             if progress:
                 progress(base, done, total)
         return done
+
+
+def _delete_rows(conn: Connection, tables: Sequence[str], rowids: Sequence[int]) -> None:
+    for table in tables:
+        conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in rowids])
 
 
 def _missing_sql(base: str, table: str) -> str:

@@ -290,3 +290,24 @@ def test_the_merge_goes_in_steps_of_its_own_transaction(world: World) -> None:
     assert steps["turns_fts"] > 3  # a small page budget: many short steps, not one long one
     assert _segments(world, "turns_fts") <= 1
     assert seen.count(("turns_fts", False)) == 1  # stopped at the first step with no work
+
+
+def test_sleep_keeps_the_newest_recall_changes_and_records_the_cut(world: World,
+                                                                   monkeypatch) -> None:
+    """The change log chat processes catch up from (``db.changes``) is cut to its newest
+    ``CHANGES_KEPT`` entries; the cut is recorded so a process behind it rebuilds."""
+    from memory_core.db import changes
+    from memory_core.db.meta import get_meta
+    from memory_core.maintenance import sleep
+
+    for i in range(6):
+        world.turn("t1", f"u{i}", f"{TRAM} {i}")
+    logged = world.conn.execute("SELECT count(*), max(seq) FROM recall_changes").fetchone()
+    assert logged[0] >= 6
+    monkeypatch.setattr(sleep, "CHANGES_KEPT", 3)
+    report = macro_sleep(world.after(hours=6))
+    assert report.counts["recall_changes_pruned"] >= logged[0] - 3
+    kept = world.conn.execute("SELECT min(seq), count(*) FROM recall_changes").fetchone()
+    assert kept[1] == 3
+    assert int(get_meta(world.conn, changes.PRUNED_KEY)) == kept[0] - 1
+    assert "recall_changes_pruned" not in macro_sleep(world.after(hours=12)).counts

@@ -2,7 +2,7 @@
 keyword lists (``keyword.ranked_ids``, in C and in Python; ``plan_terms``' counts), and stay
 so through every kind of write by another connection: inserts, text rewrites and deletes of
 episodes and beliefs, the tenant's own and other tenants'. They catch up from the change log
-(``fts_changes``) without being rebuilt; a log entry lost, or a log pruned past them, is
+(``recall_changes``) without being rebuilt; a log entry lost, or a log pruned past them, is
 detected by the counts in ``fts_stats`` and rebuilds the tenant instead of serving it stale.
 Through ``Memory.recall`` the results are the same with and without them.
 """
@@ -17,11 +17,11 @@ import pytest
 
 from memory_core import Memory
 from memory_core.clock import to_db
+from memory_core.db import changes, open_state
 from memory_core.db import fts as fts_index
-from memory_core.db import open_state
 from memory_core.db.sqlite import atomic, connect
 from memory_core.recall.keyword import TermPlan, TermStats, plan_terms, ranked_ids
-from memory_core.recall.resident import ResidentKeywords
+from memory_core.recall.resident import Resident
 from memory_core.settings import Settings
 from tests.helpers.memory import T0, Store, make_store
 
@@ -105,7 +105,7 @@ def store(tmp_path: Path) -> Any:
     lite.db.close()
 
 
-def _same_as_store(lite: Store, python: Any, resident: ResidentKeywords,
+def _same_as_store(lite: Store, python: Any, resident: Resident,
                    plans: list[tuple[TermPlan, int]]) -> int:
     """Every tenant's held lists against the store's (both ways); returns the ids compared."""
     compared = 0
@@ -129,7 +129,7 @@ def test_held_postings_rank_as_the_store_through_every_kind_of_write(store) -> N
     lite, python = store
     rng = random.Random(11)
     plans = _plans(rng)
-    resident = ResidentKeywords()
+    resident = Resident()
     _writes(lite.conn, rng, 150)
     compared = _same_as_store(lite, python, resident, plans)
     for _ in range(8):  # inserts, rewrites and deletes by another connection, then recall
@@ -137,21 +137,21 @@ def test_held_postings_rank_as_the_store_through_every_kind_of_write(store) -> N
         compared += _same_as_store(lite, python, resident, plans)
     assert resident.builds == len(TENANTS)  # caught up from the log, never rebuilt
     assert compared > 2_000  # not a comparison of empty lists
-    kept = lite.conn.execute("SELECT count(*) FROM fts_changes").fetchone()[0]
+    kept = lite.conn.execute("SELECT count(*) FROM recall_changes").fetchone()[0]
     assert kept > 300 and sorted(resident.held()) == sorted(TENANTS)
 
 
 def test_a_lost_log_entry_is_caught_by_the_counts_and_the_tenant_rebuilt(store) -> None:
     lite, python = store
     rng = random.Random(5)
-    resident = ResidentKeywords()
+    resident = Resident()
     _writes(lite.conn, rng, 60)
     _same_as_store(lite, python, resident, _plans(rng))
     builds = resident.builds
     with atomic(lite.conn):
         _insert(lite.conn, "episodes", "ana", "walrus lantern porto")
-        lite.conn.execute("DELETE FROM fts_changes WHERE seq = (SELECT max(seq) FROM "
-                          "fts_changes)")
+        lite.conn.execute("DELETE FROM recall_changes WHERE seq = (SELECT max(seq) FROM "
+                          "recall_changes)")
     held = resident.tenant(lite.conn, "ana")
     assert resident.builds == builds + 1
     assert held is not None
@@ -163,20 +163,20 @@ def test_a_lost_log_entry_is_caught_by_the_counts_and_the_tenant_rebuilt(store) 
 def test_a_log_pruned_past_the_held_postings_rebuilds_them(store) -> None:
     lite, python = store
     rng = random.Random(8)
-    resident = ResidentKeywords()
+    resident = Resident()
     _writes(lite.conn, rng, 60)
     plans = _plans(rng)
     _same_as_store(lite, python, resident, plans)
     builds = resident.builds
     _writes(lite.conn, rng, 30)
-    backlog = lite.conn.execute("SELECT count(*) FROM fts_changes").fetchone()[0]
+    backlog = lite.conn.execute("SELECT count(*) FROM recall_changes").fetchone()[0]
     with atomic(lite.conn):  # keeps what the held postings need: no rebuild
-        assert fts_index.prune_changes(lite.conn, keep=backlog) == 0
+        assert changes.prune(lite.conn, keep=backlog) == 0
     _same_as_store(lite, python, resident, plans)
     assert resident.builds == builds
     _writes(lite.conn, rng, 30)
     with atomic(lite.conn):
-        assert fts_index.prune_changes(lite.conn, keep=3) > 0
+        assert changes.prune(lite.conn, keep=3) > 0
     _same_as_store(lite, python, resident, plans)
     assert resident.builds == builds + len(TENANTS)
 
@@ -189,7 +189,7 @@ def test_a_tenant_over_the_bound_stays_in_the_store_and_the_oldest_is_evicted(st
         for i in range(10):
             _insert(lite.conn, "episodes", "ben", f"kayak {i}")
             _insert(lite.conn, "episodes", "cy", f"kayak {i}")
-    small = ResidentKeywords(max_tenant_rows=20, max_rows=15)
+    small = Resident(max_tenant_rows=20, max_rows=15)
     assert small.tenant(lite.conn, "ana") is None  # over 20 rows: the store's path
     assert small.tenant(lite.conn, "ben") is not None
     assert small.tenant(lite.conn, "cy") is not None  # 20 rows held > 15: ben evicted
@@ -202,7 +202,7 @@ def test_the_change_log_is_added_to_a_store_made_before_it(tmp_path: Path, monke
     db = open_state(settings)
     conn = db.conn
     with atomic(conn):  # back to version 3: no log, triggers without it
-        conn.execute("DROP TABLE fts_changes")
+        conn.execute("DROP TABLE recall_changes")
         monkeypatch.setattr(fts_index, "LOGGED", ())
         for fts, base in fts_index.FTS_TABLES.items():
             for suffix in ("ai", "ad", "au"):
@@ -219,9 +219,9 @@ def test_the_change_log_is_added_to_a_store_made_before_it(tmp_path: Path, monke
     db = open_state(settings)  # migrates
     with atomic(db.conn):
         _insert(db.conn, "episodes", "ana", "after the log")
-    logged = db.conn.execute("SELECT tbl, tenant FROM fts_changes").fetchall()
+    logged = db.conn.execute("SELECT tbl, tenant FROM recall_changes").fetchall()
     assert logged == [("episodes", "ana")]
-    held = ResidentKeywords().tenant(db.conn, "ana")
+    held = Resident().tenant(db.conn, "ana")
     assert held is not None and held.tables["episodes"].rows == 2
     db.close()
 
@@ -269,3 +269,49 @@ def test_recall_is_the_same_with_and_without_held_postings(seeded, tmp_path, res
         assert all(f"episode:{gone[1]}" != item for items, _ in after for item, _ in items)
         assert any("later" in t for t in (i.text for i in a.recall(
             "Porto friday sister", tenant="acme").items))
+
+
+def test_held_vectors_find_the_stores_neighbours_through_writes(seeded) -> None:
+    """``nearest`` against sqlite-vec's exact search, before and after new rows, a vector
+    rewritten and a row forgotten (vector and row), all by the seeding connection."""
+    seeder, db = seeded
+    rng = random.Random(21)
+    index = seeder.index
+    resident = Resident()
+
+    def sentence() -> str:
+        return " ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + f" n{next(_uids)}"
+
+    for _ in range(60):
+        uid = seeder.turn("acme", sentence())
+        seeder.belief("acme", "user", "likes", sentence(), turn_uid=uid)
+    queries = [index.embedder.embed([sentence()])[0] for _ in range(12)]
+
+    def check() -> None:
+        held = resident.tenant(db.conn, "acme", index)
+        assert held is not None and held.holds_vectors("episodes")
+        for base in TABLES:
+            for v in queries:
+                mine = held.nearest(base, v, 15)
+                theirs = index.search(db.conn, base, "acme", v, 15)
+                assert [i for i, _ in mine] == [i for i, _ in theirs]
+                assert all(abs(a - b) < 1e-5
+                           for (_, a), (_, b) in zip(mine, theirs, strict=True))
+
+    check()
+    for _ in range(10):
+        seeder.turn("acme", sentence())
+    belief = db.conn.execute("SELECT id FROM beliefs WHERE tenant = 'acme' ORDER BY id "
+                             "LIMIT 1").fetchone()[0]
+    gone = db.conn.execute("SELECT id FROM episodes WHERE tenant = 'acme' ORDER BY id "
+                           "LIMIT 1").fetchone()[0]
+    with atomic(db.conn):
+        index.upsert(db.conn, "beliefs", [(belief, "acme", queries[0])])  # now the nearest
+        index.delete(db.conn, "episodes", [gone])
+        db.conn.execute("DELETE FROM episode_turns WHERE episode_id = ?", (gone,))
+        db.conn.execute("DELETE FROM episodes WHERE id = ?", (gone,))
+    check()
+    held = resident.tenant(db.conn, "acme", index)
+    assert held is not None and held.nearest("beliefs", queries[0], 1)[0][0] == belief
+    assert gone not in {i for i, _ in held.nearest("episodes", queries[0], 1000)}
+    assert resident.builds == 1  # caught up from the log

@@ -34,7 +34,7 @@ from memory_core.model.turns import TurnInput, is_recorded
 from memory_core.recall import engine
 from memory_core.recall.fusion import Budget
 from memory_core.recall.log_writer import RecallLogWriter
-from memory_core.recall.resident import ResidentKeywords
+from memory_core.recall.resident import Resident
 from memory_core.recall.result import RecallResult
 from memory_core.recall.search import TermStats
 from memory_core.recall.strategy import RecallStrategy, get_strategy
@@ -61,7 +61,7 @@ class Memory:
         self.embedder = embedder
         self._index = VectorIndex(embedder)
         self._term_stats = TermStats()
-        self._resident = (ResidentKeywords(max_rows=settings.recall_resident_rows)
+        self._resident = (Resident(max_rows=settings.recall_resident_rows)
                           if settings.recall_resident_rows > 0 else None)
         self._sender = TurnSender(settings)
         self._helper = RecallHelper(state, settings.recall_helper_threads) if (

@@ -28,6 +28,7 @@ from typing import Any
 
 from py_rust_stemmers import SnowballStemmer
 
+from memory_core.db import changes
 from memory_core.db.meta import get_meta, set_meta
 
 FTS_TABLES: dict[str, str] = {
@@ -130,16 +131,9 @@ def register(conn: Any) -> None:
     conn.create_function(LENGTH_FUNCTION, 1, _sql_len, deterministic=True)
 
 
-# Tables whose index changes are logged in ``fts_changes`` (by the same triggers, in the
-# same transaction): what a process holding a tenant's postings (``recall.resident``) reads
-# to catch up with other processes' writes. Turns are searched only as a fallback: no log.
-LOGGED: tuple[str, ...] = ("episodes", "beliefs")
-CHANGES_DDL = (
-    "CREATE TABLE IF NOT EXISTS fts_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-    "tbl TEXT NOT NULL, tenant TEXT NOT NULL, row_id INTEGER NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS ix_fts_changes_tenant_seq ON fts_changes (tenant, seq)",
-)
-PRUNED_KEY = "fts_changes_pruned_to"  # meta: the highest seq ``prune_changes`` removed
+# Tables whose index changes are logged in ``recall_changes`` (``db.changes``) by the same
+# triggers, in the same transaction. Turns are searched only as a fallback: no log.
+LOGGED: tuple[str, ...] = changes.LOGGED
 
 
 def ddl(fts: str, base: str) -> list[str]:
@@ -156,7 +150,7 @@ def ddl(fts: str, base: str) -> list[str]:
 
 def triggers(fts: str, base: str) -> list[str]:
     """The three triggers of ``ddl`` (for a table in ``LOGGED`` each also appends the row to
-    ``fts_changes``)."""
+    ``recall_changes``)."""
     add_stats = (f"INSERT INTO fts_stats (tbl, tenant, rows, tokens) VALUES ('{base}', "
                  f"new.tenant, 1, {LENGTH_FUNCTION}(new.text)) ON CONFLICT (tbl, tenant) DO "
                  "UPDATE SET rows = rows + 1, tokens = tokens + excluded.tokens;")
@@ -164,7 +158,7 @@ def triggers(fts: str, base: str) -> list[str]:
     def log(row: str) -> str:
         if base not in LOGGED:
             return ""
-        return (f" INSERT INTO fts_changes (tbl, tenant, row_id) VALUES ('{base}', "
+        return (f" INSERT INTO {changes.TABLE} (tbl, tenant, row_id) VALUES ('{base}', "
                 f"{row}.tenant, {row}.id);")
 
     return [
@@ -185,9 +179,9 @@ def triggers(fts: str, base: str) -> list[str]:
 
 
 def log_changes(conn: Any) -> None:
-    """Create ``fts_changes`` and make the logged tables' triggers write it (state
+    """Create ``recall_changes`` and make the logged tables' triggers write it (state
     migration 4; on a new database migration 3 made them so already)."""
-    for statement in CHANGES_DDL:
+    for statement in changes.DDL:
         conn.execute(statement)
     for fts, base in FTS_TABLES.items():
         if base in LOGGED:
@@ -195,21 +189,6 @@ def log_changes(conn: Any) -> None:
                 conn.execute(f"DROP TRIGGER IF EXISTS {fts}_{suffix}")
             for statement in triggers(fts, base):
                 conn.execute(statement)
-
-
-def prune_changes(conn: Any, keep: int) -> int:
-    """Delete all but the newest ``keep`` entries of ``fts_changes`` (inside the caller's
-    transaction); record the highest seq removed, so a process whose postings are older
-    rebuilds them instead of missing a change. Returns the entries removed."""
-    top = conn.execute("SELECT max(seq) FROM fts_changes").fetchone()[0]
-    if top is None or top <= keep:
-        return 0
-    cut = int(top) - keep
-    removed = conn.execute("DELETE FROM fts_changes WHERE seq <= ?", (cut,)).rowcount
-    if removed:
-        pruned = int(get_meta(conn, PRUNED_KEY) or 0)
-        set_meta(conn, PRUNED_KEY, str(max(pruned, cut)))
-    return int(removed or 0)
 
 
 def fill(conn: Any, fts: str, base: str) -> None:

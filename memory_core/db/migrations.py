@@ -178,7 +178,7 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
               )),
     Migration(3, "keyword search per tenant: tenant-namespaced FTS tokens and statistics",
               _tenant_fts),
-    Migration(4, "keyword change log: fts_changes, written by the episode and belief triggers",
+    Migration(4, "recall change log: recall_changes, written by the episode and belief triggers",
               fts_index.log_changes),
 )
 

@@ -7,9 +7,9 @@ For each tenant, in this order:
    other episode in its tier by age and importance (``tiers.move``);
 4. backfill the ego anchors (``model.ego_anchor``, paged).
 Then, once for the store, the FTS drift check (``fts_drift``), the merge of the full-text
-indexes' segments in bounded steps (``fts_merge``), the keyword change log cut to its newest
-``CHANGES_KEPT`` entries (``db.fts.prune_changes``; a chat process holding postings older
-than that rebuilds them) and the completeness check (``maintenance.completeness``:
+indexes' segments in bounded steps (``fts_merge``), recall's change log cut to its newest
+``CHANGES_KEPT`` entries (``db.changes.prune``; a chat process holding rows older than
+that rebuilds them) and the completeness check (``maintenance.completeness``:
 post-turn follow-ups that never ran are re-sent).
 
 Idempotent per window: every step is a function of the stored times and the firing's
@@ -19,7 +19,7 @@ Resumable: each step commits in short transactions, and what is done is not redo
 
 from __future__ import annotations
 
-from memory_core.db import fts as fts_index
+from memory_core.db import changes
 from memory_core.db.dialect import is_postgres
 from memory_core.db.sqlite import atomic
 from memory_core.maintenance.base import JobEnv, JobReport
@@ -31,7 +31,7 @@ from memory_core.maintenance.reinforce import reinforce
 from memory_core.maintenance.tiers import decay, move
 from memory_core.model.ego_anchor import backfill_ego_anchors
 
-# Keyword changes kept for chat processes to catch up from (``recall.resident``): about a
+# Changes kept for chat processes to catch up from (``recall.resident``): about a
 # day of turns of a busy store; a process further behind rebuilds a tenant (~65 ms).
 CHANGES_KEPT = 100_000
 
@@ -64,7 +64,8 @@ def macro_sleep(env: JobEnv) -> JobReport:
         report.add(f"fts_merge_steps_{fts}", steps)
     if not is_postgres(env.state.conn):  # the primary keeps no change log
         with atomic(env.state.conn):
-            report.add("fts_changes_pruned", fts_index.prune_changes(env.state.conn,
-                                                                     CHANGES_KEPT))
+            pruned = changes.prune(env.state.conn, CHANGES_KEPT)
+        if pruned:  # counted only when there were some (the primary never has any)
+            report.add("recall_changes_pruned", pruned)
     complete_turns(env, report)
     return report

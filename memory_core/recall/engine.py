@@ -32,7 +32,7 @@ from memory_core.recall.explain import build_explanation
 from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
-from memory_core.recall.resident import ResidentKeywords
+from memory_core.recall.resident import Resident
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import DIRECT_LISTS, RecallStrategy
 from memory_core.vectors import VectorIndex
@@ -254,7 +254,7 @@ def _first_round(run: RecallRun, helper: Helper | None) -> list[str]:
 
         def dense(kind: str) -> Callable[[], list[Candidate]]:
             return lambda: search.dense(conn, run.index, kind, scope, vector,
-                                        strat.k_for(f"{kind}_dense"), pool)
+                                        strat.k_for(f"{kind}_dense"), pool, run.held)
 
         return qv, [fetch(f"{kind}_dense", dense(kind), dense=True)
                     for kind in ("belief", "episode")]
@@ -320,7 +320,7 @@ def _feedback(run: RecallRun, seeds: list[Candidate], *, want_fts: bool,
         vector = run.vector
         run.add("feedback_dense", lambda: feedback.dense(
             conn, run.index, scope, vector, seeds, strat.k_for("feedback_dense"),
-            strat.feedback_beta, pool=run.pool), dense=True)
+            strat.feedback_beta, pool=run.pool, held=run.held), dense=True)
     run.timings["feedback_ms"] = (time.perf_counter() - started) * 1000
 
 
@@ -353,12 +353,12 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
            session_id: object = None, as_of: datetime | str | None = None,
            now: datetime | None = None, stats: search.TermStats | None = None,
            helper: Helper | None = None, fact_budget: int = 8,
-           resident: ResidentKeywords | None = None) -> tuple[RecallResult, Callable[[], str]]:
+           resident: Resident | None = None) -> tuple[RecallResult, Callable[[], str]]:
     """Run one recall; returns the result and a function building its explanation's JSON
     for the recall log (``explain.build_explanation``; ``Memory.recall`` calls it, and the
     log writer writes it in the background). ``fact_budget``: facts at most (0: no facts
-    channel). ``resident``: tenants' keyword postings held in the process (the keyword
-    lists come from them; the same ids as from the store)."""
+    channel). ``resident``: tenants' postings and vectors held in the process (the keyword
+    and dense lists come from them: the same ids as from the store)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     # Every list reads the same state of the store (a helper thread's dense lane, when
@@ -370,7 +370,8 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
                         stats=stats)
         if resident is not None:
             held_at = time.perf_counter()
-            run.held = resident.tenant(conn, scope.tenant)
+            dense = index.embedder.semantic or strategy.dense_with_keyword_embedder
+            run.held = resident.tenant(conn, scope.tenant, index if dense else None)
             run.timings["resident_ms"] = (time.perf_counter() - held_at) * 1000
         _gather(run, helper)
         # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.

@@ -63,7 +63,8 @@ def stored_vectors(conn: Connection, table: str | None, ids: Sequence[int]) -> l
 
 def dense(conn: Connection, index: Any, scope: Scope, vector: np.ndarray,
           seeds: Sequence[Candidate], k: int, beta: float,
-          pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
+          pool: Mapping[tuple[str, int], Candidate] | None = None,
+          held: search.HeldPostings | None = None) -> list[Candidate]:
     if not seeds or k <= 0:
         return []
     table = index._active_table(conn, "episodes")  # the generation being read
@@ -76,5 +77,5 @@ def dense(conn: Connection, index: Any, scope: Scope, vector: np.ndarray,
     mixed = q + beta * mean / (np.linalg.norm(mean) or 1.0)
     mixed = (mixed / (np.linalg.norm(mixed) or 1.0)).astype(np.float32)
     exclude = {c.key for c in seeds}
-    found = search.dense(conn, index, "episode", scope, mixed, k + len(exclude), pool)
+    found = search.dense(conn, index, "episode", scope, mixed, k + len(exclude), pool, held)
     return [c for c in found if c.key not in exclude][:k]

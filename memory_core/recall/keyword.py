@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from memory_core.db import fts as fts_index
 from memory_core.db import pg_fts
@@ -163,11 +163,16 @@ class TermCounts(Protocol):
 
 
 class HeldPostings(TermCounts, Protocol):
-    """A tenant's postings held in the process (``recall.resident.TenantPostings``)."""
+    """A tenant's postings and vectors held in the process (``recall.resident.HeldTenant``).
+    """
 
     def holds(self, table: str) -> bool: ...
 
     def ranked_ids(self, table: str, plan: TermPlan, window: int) -> list[int]: ...
+
+    def holds_vectors(self, table: str) -> bool: ...
+
+    def nearest(self, table: str, vector: Any, k: int) -> list[tuple[int, float]]: ...
 
 
 @dataclass(frozen=True)

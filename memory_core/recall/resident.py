@@ -1,22 +1,27 @@
-"""A tenant's keyword postings held in the recalling process, kept current by the store's
-change log: recall's keyword lists without FTS5 statements.
+"""A tenant's keyword postings and stored vectors held in the recalling process, kept
+current by the store's change log: recall's keyword and dense lists without statements.
 
-On LoCoMo with fastembed the keyword lists and the feedback round's are about half of
-recall's time after the query embedding (docs/benchmarks.md), most of it statements and
-the Python around them. Held in the process, a tenant's postings answer the same question
-(``keyword.ranked_ids``: the same plan, the same bm25 arithmetic in ``keyword._bm25_order``,
-the same ids in the same order) from dictionaries.
+On LoCoMo with fastembed the keyword lists, the feedback round's and the two dense searches
+were about two thirds of recall's time after the query embedding (docs/benchmarks.md),
+most of it statements and the Python around them. Held in the process, a tenant's rows
+answer the same questions from dictionaries and one numpy matrix per table:
+- ``Postings.ranked_ids`` is ``keyword.ranked_ids``: the same plan, the same bm25
+  arithmetic (``keyword._bm25_order``), the same ids in the same order;
+- ``Vectors.nearest`` is ``VectorIndex.search``: the same rows in the same order (BLAS
+  finds them; rows within rounding of each other are ordered by the distance as
+  sqlite-vec computes it).
 
-They are kept current, not rebuilt: the FTS triggers append every insert, update and delete
-of an episode or belief to ``fts_changes`` (``db.fts``: seq, table, tenant, row id) in the
-writer's transaction. Before a tenant's lists are used, recall reads the tenant's entries
-past the seq it holds (one indexed statement: other tenants' writes cost nothing) and
-re-reads those rows: a row still there is indexed again from its text, a row gone is
-dropped. A forgotten row thus leaves the postings before the next recall. Then the held
-rows and tokens are checked against ``fts_stats``; any difference (a pruned log, a restored
-file, a store rewritten underneath) rebuilds the tenant from the store, never serves it.
-Visibility (time, tier, status) is not held: the ranked ids are loaded and filtered as
-before (``keyword.load_first``).
+They are kept current, not rebuilt. Every insert, text rewrite and delete of an episode or
+belief (the FTS triggers) and every vector written or deleted for one (``VectorIndex``)
+appends the row to ``recall_changes`` (``db.changes``) in the writer's transaction. Before
+a recall uses a tenant, it reads the tenant's entries past the seq it holds (one indexed
+statement: other tenants' writes cost nothing) and re-reads those rows: a row still there
+is indexed again from its text and vector, a row gone is dropped. A forgotten row thus
+leaves before the next recall can show it. Then the held rows and tokens are checked
+against ``fts_stats``; any difference (a lost entry, a log pruned past them, a restored
+file) rebuilds the tenant from the store rather than serving it. A new vector generation
+(``mnemo memory reindex``) rebuilds it too. Visibility (time, tier, status) is not held:
+the ids are loaded and filtered as before (``keyword.load_first``).
 
 Bounded: a tenant with more than ``max_tenant_rows`` rows keeps the store's path (its
 postings would cost more memory than they save time), and the tenants held add up to at
@@ -33,17 +38,24 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from memory_core.db import changes
 from memory_core.db import fts as fts_index
 from memory_core.db.dialect import is_postgres
 from memory_core.db.meta import get_meta
 from memory_core.db.sqlite import Connection
 from memory_core.recall import keyword
+from memory_core.vectors import VectorIndex, stored_vector
 
 MAX_TENANT_ROWS = 50_000
 MAX_ROWS = 1_000_000
 # More changed rows than this since a tenant was last brought up to date: rebuild it (one
 # statement) rather than re-read them by id.
 MAX_CATCH_UP = 2_000
+# How far BLAS's float32 cosine distance can be from sqlite-vec's for a 384-dim vector (its
+# error is ~1e-6; the bound is generous, it only widens the rows ordered exactly).
+ROUNDING = 5e-5
 
 
 def _token(word: str) -> str | None:
@@ -124,13 +136,93 @@ class Postings:
         return keyword._bm25_order(found, sizes, first, self.rows, self.total, int)
 
 
+def _magnitudes(rows: np.ndarray) -> np.ndarray:
+    """Each row's sum of squares as sqlite-vec adds it: in float32, one element at a time."""
+    return np.cumsum(rows * rows, axis=-1, dtype=np.float32)[..., -1]
+
+
 @dataclass
-class TenantPostings:
-    """A tenant's postings of every logged table, current as of ``seq``."""
+class Vectors:
+    """One tenant's stored vectors of one table, as stored, from the vector table ``table``
+    (a new generation rebuilds the tenant)."""
+
+    table: str
+    ids: list[int] = field(default_factory=list)
+    at: dict[int, int] = field(default_factory=dict)  # row id -> its row in ``matrix``
+    matrix: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
+    mags: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+
+    def put(self, row_id: int, vector: np.ndarray) -> None:
+        self.drop(row_id)
+        vector = np.asarray(vector, np.float32)
+        n = len(self.ids)
+        if n == len(self.matrix):  # grow by doubling: a put costs O(1) amortised
+            grown = np.zeros((max(64, 2 * n), len(vector)), np.float32)
+            mags = np.zeros(len(grown), np.float32)
+            if n:
+                grown[:n], mags[:n] = self.matrix[:n], self.mags[:n]
+            self.matrix, self.mags = grown, mags
+        self.matrix[n] = vector
+        self.mags[n] = _magnitudes(vector)
+        self.ids.append(row_id)
+        self.at[row_id] = n
+
+    def drop(self, row_id: int) -> None:
+        """Remove ``row_id`` (the last row moves into its place)."""
+        i = self.at.pop(row_id, None)
+        if i is None:
+            return
+        last = len(self.ids) - 1
+        if i != last:
+            moved = self.ids[last]
+            self.matrix[i], self.mags[i] = self.matrix[last], self.mags[last]
+            self.ids[i] = moved
+            self.at[moved] = i
+        self.ids.pop()
+
+    def nearest(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest rows by cosine distance, nearest first, in the order sqlite-vec's
+        exact search gives them (``VectorIndex.search``). BLAS computes every distance to
+        within ``ROUNDING``; rows closer than that to each other (or to the k-th) are
+        ordered by the distance as sqlite-vec computes it (float32 sums in element order,
+        ``1 - dot / (sqrt(|a|) * sqrt(|b|))`` in double), equal ones newest row first."""
+        n = len(self.ids)
+        q = np.asarray(vector, np.float32)
+        q_mag = float(_magnitudes(q))
+        if n == 0 or k <= 0 or q_mag == 0:
+            return []
+        norms = np.sqrt(self.mags[:n].astype(np.float64)) * np.sqrt(q_mag)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rough = np.nan_to_num(1.0 - (self.matrix[:n] @ q) / norms, nan=2.0)
+        if k < n:  # every row within rounding of the k-th is a candidate
+            cand = np.flatnonzero(rough <= np.partition(rough, k - 1)[k - 1] + ROUNDING)
+        else:
+            cand = np.arange(n)
+        cand = cand[np.argsort(rough[cand], kind="stable")]
+        near = np.diff(rough[cand]) < ROUNDING  # a row closer than rounding to the next
+        group = np.concatenate(([0], np.cumsum(~near)))  # runs of such rows
+        dist = rough[cand].astype(np.float32)
+        tied = np.zeros(len(cand), bool)
+        tied[:-1] |= near
+        tied[1:] |= near
+        if tied.any():
+            rows = cand[tied]
+            dots = np.cumsum(self.matrix[rows] * q, axis=1, dtype=np.float32)[:, -1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dist[tied] = (1.0 - dots.astype(np.float64) / norms[rows]).astype(np.float32)
+        ids = np.asarray(self.ids, np.int64)[cand]
+        order = np.lexsort((-ids, dist, group))[:k]
+        return [(int(ids[i]), float(dist[i])) for i in order]
+
+
+@dataclass
+class HeldTenant:
+    """A tenant's postings and vectors of every logged table, current as of ``seq``."""
 
     tenant: str
     seq: int
     tables: dict[str, Postings]
+    vectors: dict[str, Vectors]
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -154,42 +246,51 @@ class TenantPostings:
         with self.lock:
             return self.tables[table].ranked_ids(plan, window)
 
+    def holds_vectors(self, table: str) -> bool:
+        return table in self.vectors
 
-_CHANGES = "SELECT seq, tbl, row_id FROM fts_changes WHERE tenant = ? AND seq > ? ORDER BY seq"
-_TOP = "SELECT coalesce(max(seq), 0) FROM fts_changes"
+    def nearest(self, table: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        with self.lock:
+            return self.vectors[table].nearest(vector, k)
+
+
+_CHANGES = f"SELECT seq, tbl, row_id FROM {changes.TABLE} WHERE tenant = ? AND seq > ? ORDER BY seq"
+_TOP = f"SELECT coalesce(max(seq), 0) FROM {changes.TABLE}"
 _STATS = "SELECT tbl, rows, tokens FROM fts_stats WHERE tenant = ?"
 
 
-class ResidentKeywords:
-    """The postings of the tenants this process recalls for (``Memory`` owns one). Thread-
-    safe: a tenant's postings are brought up to date and searched under its own lock."""
+class Resident:
+    """The postings and vectors of the tenants this process recalls for (``Memory`` owns
+    one). Thread-safe: a tenant is brought up to date and searched under its own lock."""
 
     def __init__(self, max_tenant_rows: int = MAX_TENANT_ROWS, max_rows: int = MAX_ROWS
                  ) -> None:
         self.max_tenant_rows = max_tenant_rows
         self.max_rows = max_rows
-        self._tenants: OrderedDict[str, TenantPostings] = OrderedDict()
+        self._tenants: OrderedDict[str, HeldTenant] = OrderedDict()
         self._too_big: dict[str, float] = {}  # tenant -> when it was found over the bound
         self._lock = threading.Lock()
         self.builds = 0  # tenants built from the store (a rebuild counts again)
 
-    def tenant(self, conn: Connection, tenant: str) -> TenantPostings | None:
-        """``tenant``'s postings, current as of ``conn``'s snapshot; None: use the store
-        (the Postgres primary, or a tenant over ``max_tenant_rows``). Call it inside the
-        recall's read snapshot."""
+    def tenant(self, conn: Connection, tenant: str, index: VectorIndex | None = None
+               ) -> HeldTenant | None:
+        """``tenant``'s postings (and, with ``index``, the vectors dense search reads),
+        current as of ``conn``'s snapshot; None: use the store (the Postgres primary, or a
+        tenant over ``max_tenant_rows``). Call it inside the recall's read snapshot."""
         if is_postgres(conn):
             return None
+        tables = _vector_tables(conn, index)
         with self._lock:
             held = self._tenants.get(tenant)
             if held is not None:
                 self._tenants.move_to_end(tenant)
             elif time.monotonic() - self._too_big.get(tenant, -1e9) < 60.0:
                 return None  # checked within the last minute: still the store's
-        if held is not None:
+        if held is not None and {b: v.table for b, v in held.vectors.items()} == tables:
             with held.lock:
                 if _catch_up(conn, held):
                     return held
-        fresh = self._build(conn, tenant)
+        fresh = self._build(conn, tenant, tables)
         with self._lock:
             if fresh is None:
                 self._tenants.pop(tenant, None)
@@ -207,7 +308,8 @@ class ResidentKeywords:
             _, gone = self._tenants.popitem(last=False)
             total -= gone.rows
 
-    def _build(self, conn: Connection, tenant: str) -> TenantPostings | None:
+    def _build(self, conn: Connection, tenant: str, vector_tables: dict[str, str]
+               ) -> HeldTenant | None:
         stats = {tbl: int(rows) for tbl, rows, _ in conn.execute(_STATS, (tenant,))}
         if sum(stats.get(b, 0) for b in fts_index.LOGGED) > self.max_tenant_rows:
             return None
@@ -219,18 +321,36 @@ class ResidentKeywords:
                                              (tenant,)):
                 postings.add(int(row_id), text or "")
             tables[base] = postings
+        vectors: dict[str, Vectors] = {}
+        for base, table in vector_tables.items():
+            held = vectors[base] = Vectors(table)
+            for row_id, blob in conn.execute(f"SELECT rowid, embedding FROM {table} "
+                                             "WHERE tenant = ?", (tenant,)):
+                held.put(int(row_id), stored_vector(blob))
         self.builds += 1
-        return TenantPostings(tenant, seq, tables)
+        return HeldTenant(tenant, seq, tables, vectors)
 
     def held(self) -> list[str]:
         with self._lock:
             return list(self._tenants)
 
 
-def _catch_up(conn: Connection, held: TenantPostings) -> bool:
+def _vector_tables(conn: Connection, index: VectorIndex | None) -> dict[str, str]:
+    """base -> the vector table dense search reads now (none while dense is off)."""
+    if index is None:
+        return {}
+    out = {}
+    for base in fts_index.LOGGED:
+        table = index.active_table(conn, base)
+        if table is not None:
+            out[base] = table
+    return out
+
+
+def _catch_up(conn: Connection, held: HeldTenant) -> bool:
     """Apply the tenant's changes past ``held.seq``; False: rebuild instead (the log was
-    pruned past it, or the held counts disagree with ``fts_stats``)."""
-    pruned = int(get_meta(conn, fts_index.PRUNED_KEY) or 0)
+    pruned past it, too much changed, or the held counts disagree with ``fts_stats``)."""
+    pruned = int(get_meta(conn, changes.PRUNED_KEY) or 0)
     if held.seq < pruned:
         return False
     changed: dict[str, set[int]] = {}
@@ -251,6 +371,14 @@ def _catch_up(conn: Connection, held: TenantPostings) -> bool:
                 f"SELECT id, text FROM {base} WHERE tenant = ? AND id IN ({marks})",
                 [held.tenant, *ids]):
             postings.add(int(row_id), text or "")
+        vectors = held.vectors.get(base)
+        if vectors is not None:
+            sql = f"SELECT embedding FROM {vectors.table} WHERE rowid = ?"
+            for row_id in ids:  # point lookups: vec0 scans the table for IN
+                vectors.drop(row_id)
+                found = conn.execute(sql, (row_id,)).fetchone()
+                if found is not None:
+                    vectors.put(row_id, stored_vector(found[0]))
     held.seq = seq
     stats = {tbl: (int(rows), int(tokens))
              for tbl, rows, tokens in conn.execute(_STATS, (held.tenant,))}

@@ -41,13 +41,18 @@ __all__ = ["HeldPostings", "TermPlan", "TermStats", "beliefs_about", "dense", "f
 
 
 def dense(conn: Connection, index: VectorIndex, kind: str, scope: Scope, vector: np.ndarray,
-          k: int, pool: Mapping[tuple[str, int], Candidate] | None = None) -> list[Candidate]:
+          k: int, pool: Mapping[tuple[str, int], Candidate] | None = None,
+          held: HeldPostings | None = None) -> list[Candidate]:
     """Nearest visible rows of ``kind`` by cosine distance, best first (``pool``: rows loaded
-    already, see ``load_first``). May raise the driver's error for a broken vector table
+    already, see ``load_first``; ``held``: the tenant's vectors held in the process, searched
+    instead of the vector table). May raise the driver's error for a broken vector table
     (the caller degrades to keyword-only)."""
     if k <= 0:
         return []
-    hits = index.search(conn, TABLES[kind], scope.tenant, vector, k * DENSE_OVERSAMPLE)
+    table = TABLES[kind]
+    hits = (held.nearest(table, vector, k * DENSE_OVERSAMPLE)
+            if held is not None and held.holds_vectors(table)
+            else index.search(conn, table, scope.tenant, vector, k * DENSE_OVERSAMPLE))
     return load_first(conn, kind, scope, [rowid for rowid, _ in hits], k, pool)
 
 
