@@ -10,6 +10,8 @@ Through ``Memory.recall`` the results are the same with and without them.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,6 @@ import pytest
 from memory_core import Memory
 from memory_core.clock import to_db
 from memory_core.db import changes, open_state
-from memory_core.db import fts as fts_index
 from memory_core.db.sqlite import atomic, connect
 from memory_core.recall.keyword import TermPlan, TermStats, plan_terms, ranked_ids
 from memory_core.recall.resident import Resident
@@ -196,20 +197,16 @@ def test_a_tenant_over_the_bound_stays_in_the_store_and_the_oldest_is_evicted(st
     assert small.held() == ["cy"]
 
 
-def test_the_change_log_is_added_to_a_store_made_before_it(tmp_path: Path, monkeypatch) -> None:
+def test_the_change_log_is_added_to_a_store_made_before_it(tmp_path: Path) -> None:
     """State migration 4 on a version-3 store: the triggers then log, nothing is lost."""
     settings = Settings.from_env({}, data_dir=tmp_path)
     db = open_state(settings)
     conn = db.conn
-    with atomic(conn):  # back to version 3: no log, triggers without it
-        conn.execute("DROP TABLE recall_changes")
-        monkeypatch.setattr(fts_index, "LOGGED", ())
-        for fts, base in fts_index.FTS_TABLES.items():
-            for suffix in ("ai", "ad", "au"):
-                conn.execute(f"DROP TRIGGER {fts}_{suffix}")
-            for statement in fts_index.triggers(fts, base):
-                conn.execute(statement)
-        monkeypatch.undo()
+    with atomic(conn):  # back to version 3: no log, no triggers writing it
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                    "AND name LIKE '%changes%'").fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute(f"DROP TABLE {changes.TABLE}")
         conn.execute("DELETE FROM schema_migrations WHERE version = 4")
         conn.execute("PRAGMA user_version = 3")
         conn.execute("INSERT INTO tenants (tenant, created_at) VALUES ('ana', ?)",
@@ -315,3 +312,68 @@ def test_held_vectors_find_the_stores_neighbours_through_writes(seeded) -> None:
     assert held is not None and held.nearest("beliefs", queries[0], 1)[0][0] == belief
     assert gone not in {i for i, _ in held.nearest("episodes", queries[0], 1000)}
     assert resident.builds == 1  # caught up from the log
+
+
+def test_held_rows_load_as_the_store_through_every_kind_of_write(seeded) -> None:
+    """``candidates.load`` from held rows equals the store's, field for field, in every scope
+    (now, as of a past time, with the archive), through the writes that change what it
+    reads: a belief superseded, ended, expired or rewritten; an episode archived, expired,
+    decayed or given another turn; a turn deleted under its beliefs; a belief whose turn is
+    recorded after it."""
+    from memory_core.recall.candidates import Scope, load
+
+    seeder, _ = seeded
+    conn = seeder.conn
+    rng = random.Random(9)
+    uids = [seeder.turn("acme", " ".join(rng.choices(WORDS, k=6)), session=f"s{i % 3}",
+                        speaker=rng.choice(["user", "assistant"])) for i in range(40)]
+    for i, uid in enumerate(uids[:30]):
+        seeder.belief("acme", "user", "likes", f"thing {i}", turn_uid=uid,
+                      valid_from=T0 + timedelta(minutes=i))
+    seeder.belief("acme", "user", "likes", "later turn", turn_uid="t-later")
+    resident = Resident()
+    times = [T0 + timedelta(minutes=m) for m in (5, 25, 60)]
+
+    def scopes() -> list[Scope]:
+        now = to_db(T0 + timedelta(days=2))
+        return [Scope("acme", now), Scope("acme", now, include_archive=True),
+                *(Scope("acme", now, as_of=to_db(t)) for t in times)]
+
+    def check() -> int:
+        held = resident.tenant(conn, "acme")
+        assert held is not None
+        seen = 0
+        for kind, table in (("belief", "beliefs"), ("episode", "episodes")):
+            ids = [r[0] for r in conn.execute(f"SELECT id FROM {table}")] + [10**9]
+            for scope in scopes():
+                mine = load(conn, kind, replace(scope, held=held), ids)
+                assert mine == load(conn, kind, scope, ids), (kind, scope)
+                seen += len(mine)
+        return seen
+
+    assert check() > 100
+    ep = [r[0] for r in conn.execute("SELECT id FROM episodes ORDER BY id")]
+    be = [r[0] for r in conn.execute("SELECT id FROM beliefs ORDER BY id")]
+    later = to_db(T0 + timedelta(days=1))
+    with atomic(conn):
+        conn.execute("UPDATE beliefs SET status = 'superseded', valid_to = ? WHERE id = ?",
+                     (to_db(T0 + timedelta(minutes=40)), be[0]))
+        conn.execute("UPDATE beliefs SET valid_to = ? WHERE id = ?", (later, be[1]))
+        conn.execute("UPDATE beliefs SET expires_at = ? WHERE id = ?",
+                     (to_db(T0 + timedelta(hours=1)), be[2]))
+        conn.execute("UPDATE beliefs SET text = 'user likes walrus', object_text = 'walrus', "
+                     "confidence = 0.4 WHERE id = ?", (be[3],))
+        conn.execute("UPDATE beliefs SET status = 'invalidated' WHERE id = ?", (be[4],))
+        conn.execute("UPDATE episodes SET tier = 'archive' WHERE id = ?", (ep[0],))
+        conn.execute("UPDATE episodes SET expires_at = ? WHERE id = ?",
+                     (to_db(T0 + timedelta(hours=1)), ep[1]))
+        conn.execute("UPDATE episodes SET importance = 0.05 WHERE id = ?", (ep[2],))
+        turn = conn.execute("SELECT id FROM turns WHERE turn_uid = ?", (uids[35],)).fetchone()
+        conn.execute("INSERT INTO episode_turns (episode_id, turn_id) VALUES (?, ?)",
+                     (ep[3], turn[0]))
+        gone = conn.execute("SELECT id FROM turns WHERE turn_uid = ?", (uids[5],)).fetchone()
+        conn.execute("DELETE FROM episode_turns WHERE turn_id = ?", (gone[0],))
+        conn.execute("DELETE FROM turns WHERE id = ?", (gone[0],))
+    seeder.turn("acme", "the later turn", uid="t-later", speaker="assistant")
+    assert check() > 100
+    assert resident.builds == 1  # all of it caught up from the log

@@ -1,8 +1,10 @@
 """The change log of the rows recall holds in a process (``recall.resident``).
 
-Every insert, text rewrite and delete of an episode or belief (the FTS triggers, ``db.fts``)
-and every vector written or deleted for one (``vectors.VectorIndex``) appends
-``(seq, tbl, tenant, row_id)`` to ``recall_changes`` in the writer's transaction. A process
+Every change to what recall reads of an episode or a belief appends ``(seq, tbl, tenant,
+row_id)`` to ``recall_changes`` in the writer's transaction: by triggers (``TRIGGERS``), an
+insert or delete, an update of a column recall reads (``READ``), a change to an episode's
+turns (``episode_turns``) or to a turn a belief or an episode points at; and by
+``vectors.VectorIndex`` every vector it writes or deletes. A process
 holding a tenant's postings and vectors reads the tenant's entries past the seq it holds
 (one indexed statement: other tenants' writes cost it nothing) and re-reads those rows.
 ``macro_sleep`` keeps the newest entries (``prune``); a process whose seq is older than what
@@ -25,6 +27,72 @@ DDL = (
     f"CREATE INDEX IF NOT EXISTS ix_{TABLE}_tenant_seq ON {TABLE} (tenant, seq)",
 )
 PRUNED_KEY = f"{TABLE}_pruned_to"  # meta: the highest seq ``prune`` removed
+
+
+# The columns of each logged table that recall reads (``recall.candidates``): an update of
+# another one (access counts, decay bookkeeping) is not logged.
+READ: dict[str, tuple[str, ...]] = {
+    "episodes": ("episode_uid", "text", "occurred_at", "session_id", "tier", "importance",
+                 "expires_at", "tenant"),
+    "beliefs": ("belief_uid", "text", "valid_from", "valid_to", "confidence", "status",
+                "turn_uid", "subject_id", "object_entity_id", "predicate", "object_text",
+                "negated", "source", "expires_at", "tenant"),
+}
+
+
+def _log(tbl: str, tenant: str, row_id: str) -> str:
+    return f"INSERT INTO {TABLE} (tbl, tenant, row_id) VALUES ('{tbl}', {tenant}, {row_id});"
+
+
+def _episodes_of(turn_id: str) -> str:
+    return (f"INSERT INTO {TABLE} (tbl, tenant, row_id) SELECT 'episodes', e.tenant, e.id "
+            f"FROM episode_turns et JOIN episodes e ON e.id = et.episode_id "
+            f"WHERE et.turn_id = {turn_id};")
+
+
+def _beliefs_of(turn: str) -> str:
+    return (f"INSERT INTO {TABLE} (tbl, tenant, row_id) SELECT 'beliefs', tenant, id "
+            f"FROM beliefs WHERE tenant = {turn}.tenant AND turn_uid = {turn}.turn_uid;")
+
+
+def _episode(episode_id: str) -> str:
+    return (f"INSERT INTO {TABLE} (tbl, tenant, row_id) SELECT 'episodes', tenant, id "
+            f"FROM episodes WHERE id = {episode_id};")
+
+
+TRIGGERS: tuple[str, ...] = (
+    *(statement for base in LOGGED for statement in (
+        f"CREATE TRIGGER IF NOT EXISTS {base}_changes_ai AFTER INSERT ON {base} BEGIN "
+        f"{_log(base, 'new.tenant', 'new.id')} END",
+        f"CREATE TRIGGER IF NOT EXISTS {base}_changes_au AFTER UPDATE OF "
+        f"{', '.join(READ[base])} ON {base} BEGIN {_log(base, 'old.tenant', 'old.id')} "
+        f"{_log(base, 'new.tenant', 'new.id')} END",
+        f"CREATE TRIGGER IF NOT EXISTS {base}_changes_ad AFTER DELETE ON {base} BEGIN "
+        f"{_log(base, 'old.tenant', 'old.id')} END",
+    )),
+    # An episode's turn pointers and first speaker.
+    "CREATE TRIGGER IF NOT EXISTS episode_turns_changes_ai AFTER INSERT ON episode_turns "
+    f"BEGIN {_episode('new.episode_id')} END",
+    "CREATE TRIGGER IF NOT EXISTS episode_turns_changes_au AFTER UPDATE ON episode_turns "
+    f"BEGIN {_episode('old.episode_id')} {_episode('new.episode_id')} END",
+    "CREATE TRIGGER IF NOT EXISTS episode_turns_changes_ad AFTER DELETE ON episode_turns "
+    f"BEGIN {_episode('old.episode_id')} END",
+    # A turn's speaker and session: read with the beliefs drawn from it and the episodes
+    # holding it.
+    f"CREATE TRIGGER IF NOT EXISTS turns_changes_ai AFTER INSERT ON turns BEGIN "
+    f"{_beliefs_of('new')} END",
+    "CREATE TRIGGER IF NOT EXISTS turns_changes_au AFTER UPDATE OF tenant, turn_uid, speaker, "
+    f"session_id, idx ON turns BEGIN {_beliefs_of('old')} {_beliefs_of('new')} "
+    f"{_episodes_of('new.id')} END",
+    f"CREATE TRIGGER IF NOT EXISTS turns_changes_ad AFTER DELETE ON turns BEGIN "
+    f"{_beliefs_of('old')} {_episodes_of('old.id')} END",
+)
+
+
+def install(conn: Any) -> None:
+    """Create the log and its triggers (state migration 4; idempotent)."""
+    for statement in (*DDL, *TRIGGERS):
+        conn.execute(statement)
 
 
 def log_rows(conn: Any, base: str, rows: Iterable[tuple[int, str]]) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 
 from py_rust_stemmers import SnowballStemmer
 
-from memory_core.db import changes
 from memory_core.db.meta import get_meta, set_meta
 
 FTS_TABLES: dict[str, str] = {
@@ -131,64 +130,30 @@ def register(conn: Any) -> None:
     conn.create_function(LENGTH_FUNCTION, 1, _sql_len, deterministic=True)
 
 
-# Tables whose index changes are logged in ``recall_changes`` (``db.changes``) by the same
-# triggers, in the same transaction. Turns are searched only as a fallback: no log.
-LOGGED: tuple[str, ...] = changes.LOGGED
-
-
 def ddl(fts: str, base: str) -> list[str]:
     """The index, its vocabulary views and the triggers keeping it and ``fts_stats`` in step
     with ``base`` (a row's tenant never changes)."""
+    add_stats = (f"INSERT INTO fts_stats (tbl, tenant, rows, tokens) VALUES ('{base}', "
+                 f"new.tenant, 1, {LENGTH_FUNCTION}(new.text)) ON CONFLICT (tbl, tenant) DO "
+                 "UPDATE SET rows = rows + 1, tokens = tokens + excluded.tokens;")
     return [
         f"CREATE VIRTUAL TABLE {fts} USING fts5(text, content='', contentless_delete=1, "
         "tokenize='ascii')",
         f"CREATE VIRTUAL TABLE {fts}_v USING fts5vocab({fts}, 'row')",
         f"CREATE VIRTUAL TABLE {fts}_i USING fts5vocab({fts}, 'instance')",
-        *triggers(fts, base),
-    ]
-
-
-def triggers(fts: str, base: str) -> list[str]:
-    """The three triggers of ``ddl`` (for a table in ``LOGGED`` each also appends the row to
-    ``recall_changes``)."""
-    add_stats = (f"INSERT INTO fts_stats (tbl, tenant, rows, tokens) VALUES ('{base}', "
-                 f"new.tenant, 1, {LENGTH_FUNCTION}(new.text)) ON CONFLICT (tbl, tenant) DO "
-                 "UPDATE SET rows = rows + 1, tokens = tokens + excluded.tokens;")
-
-    def log(row: str) -> str:
-        if base not in LOGGED:
-            return ""
-        return (f" INSERT INTO {changes.TABLE} (tbl, tenant, row_id) VALUES ('{base}', "
-                f"{row}.tenant, {row}.id);")
-
-    return [
         f"CREATE TRIGGER {fts}_ai AFTER INSERT ON {base} BEGIN "
         f"INSERT INTO {fts}(rowid, text) VALUES (new.id, {TEXT_FUNCTION}(new.tenant, new.text)); "
-        f"{add_stats}{log('new')} END",
+        f"{add_stats} END",
         f"CREATE TRIGGER {fts}_ad AFTER DELETE ON {base} BEGIN "
         f"DELETE FROM {fts} WHERE rowid = old.id; "
         f"UPDATE fts_stats SET rows = rows - 1, tokens = tokens - {LENGTH_FUNCTION}(old.text) "
-        f"WHERE tbl = '{base}' AND tenant = old.tenant;{log('old')} END",
+        f"WHERE tbl = '{base}' AND tenant = old.tenant; END",
         f"CREATE TRIGGER {fts}_au AFTER UPDATE OF text ON {base} BEGIN "
         f"DELETE FROM {fts} WHERE rowid = old.id; "
         f"INSERT INTO {fts}(rowid, text) VALUES (new.id, {TEXT_FUNCTION}(new.tenant, new.text)); "
         f"UPDATE fts_stats SET tokens = tokens - {LENGTH_FUNCTION}(old.text) + "
-        f"{LENGTH_FUNCTION}(new.text) WHERE tbl = '{base}' AND tenant = old.tenant;"
-        f"{log('new')} END",
+        f"{LENGTH_FUNCTION}(new.text) WHERE tbl = '{base}' AND tenant = old.tenant; END",
     ]
-
-
-def log_changes(conn: Any) -> None:
-    """Create ``recall_changes`` and make the logged tables' triggers write it (state
-    migration 4; on a new database migration 3 made them so already)."""
-    for statement in changes.DDL:
-        conn.execute(statement)
-    for fts, base in FTS_TABLES.items():
-        if base in LOGGED:
-            for suffix in ("ai", "ad", "au"):
-                conn.execute(f"DROP TRIGGER IF EXISTS {fts}_{suffix}")
-            for statement in triggers(fts, base):
-                conn.execute(statement)
 
 
 def fill(conn: Any, fts: str, base: str) -> None:

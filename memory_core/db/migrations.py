@@ -22,8 +22,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.clock import to_db, utcnow
+from memory_core.db import changes, schema_ops, schema_state
 from memory_core.db import fts as fts_index
-from memory_core.db import schema_ops, schema_state
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import SchemaTooNewError, StoreError
 
@@ -178,8 +178,8 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
               )),
     Migration(3, "keyword search per tenant: tenant-namespaced FTS tokens and statistics",
               _tenant_fts),
-    Migration(4, "recall change log: recall_changes, written by the episode and belief triggers",
-              fts_index.log_changes),
+    Migration(4, "recall change log: recall_changes and the triggers writing it",
+              changes.install),
 )
 
 OPS_MIGRATIONS: tuple[Migration, ...] = (

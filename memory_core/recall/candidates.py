@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import COUNTED
 from memory_core.vocabulary import ARCHIVE, EXPIRED, SUPERSEDED, sql_list
 
 # What recall shows now is what entity counts count; under ``as_of`` history joins it.
+_CURRENT = frozenset(COUNTED)
+_AS_OF = frozenset((*COUNTED, SUPERSEDED, EXPIRED))
 _CURRENT_STATUSES = sql_list(COUNTED)
 _AS_OF_STATUSES = sql_list((*COUNTED, SUPERSEDED, EXPIRED))
 
@@ -74,10 +76,21 @@ class Scope:
     now: str  # stored-time text (memory_core.clock.to_db)
     as_of: str | None = None
     include_archive: bool = False
+    # The tenant's rows held in the process (``recall.resident``): loads read them instead
+    # of the store, with the same visibility rules.
+    held: HeldRows | None = field(default=None, compare=False, repr=False)
 
     @property
     def at(self) -> str:
         return self.as_of or self.now
+
+
+class HeldRows(Protocol):
+    """Rows of one tenant held in the process, loaded as ``load`` loads them."""
+
+    def beliefs(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]: ...
+
+    def episodes(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]: ...
 
 
 def belief_filter(scope: Scope, alias: str = "b") -> tuple[str, list[Any]]:
@@ -99,6 +112,24 @@ def episode_filter(scope: Scope, alias: str = "e") -> tuple[str, list[Any]]:
         sql += f" AND {alias}.occurred_at <= ?"
         params.append(scope.as_of)
     return sql, params
+
+
+def belief_visible(scope: Scope, status: Any, valid_from: Any, valid_to: Any,
+                   expires_at: Any) -> bool:
+    """``belief_filter`` for a row held in the process (the same comparisons: stored times
+    are text, compared as SQLite compares them; a NULL compares false)."""
+    at = scope.at
+    return (status in (_AS_OF if scope.as_of else _CURRENT)
+            and valid_from is not None and valid_from <= at
+            and (valid_to is None or valid_to > at)
+            and (expires_at is None or expires_at > scope.now))
+
+
+def episode_visible(scope: Scope, tier: Any, occurred_at: Any, expires_at: Any) -> bool:
+    """``episode_filter`` for a row held in the process."""
+    return ((expires_at is None or expires_at > scope.now)
+            and (scope.include_archive or (tier is not None and tier != ARCHIVE))
+            and (not scope.as_of or (occurred_at is not None and occurred_at <= scope.as_of)))
 
 
 def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
@@ -197,45 +228,73 @@ def load_new(conn: Connection, kind: str, scope: Scope, ids: Sequence[int],
     return {i: known[i] if i in known else found[i] for i in ids if i in known or i in found}
 
 
-def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
-    cond, params = belief_filter(scope)
-    rows = conn.execute(
-        "SELECT b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, b.turn_uid, "
-        "b.subject_id, b.object_entity_id, t.session_id, t.speaker, b.predicate, "
-        "b.object_text, b.negated, b.source, b.valid_to FROM beliefs b NOT INDEXED "
-        "LEFT JOIN turns t ON t.tenant = b.tenant AND t.turn_uid = b.turn_uid "
-        f"WHERE b.id IN ({param_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
-    return {r[0]: Candidate(
+# What a belief candidate is made of (``belief_candidate``), in this order; held rows
+# (``recall.resident``) add ``expires_at`` at the end for the visibility check.
+BELIEF_COLUMNS = ("b.id, b.belief_uid, b.text, b.valid_from, b.confidence, b.status, "
+                  "b.turn_uid, b.subject_id, b.object_entity_id, t.session_id, t.speaker, "
+                  "b.predicate, b.object_text, b.negated, b.source, b.valid_to")
+BELIEF_TURN_JOIN = "LEFT JOIN turns t ON t.tenant = b.tenant AND t.turn_uid = b.turn_uid"
+
+
+def belief_candidate(r: Sequence[Any]) -> Candidate:
+    return Candidate(
         kind="belief", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3], confidence=r[4],
         status=r[5], turn_uids=(r[6],) if r[6] else (), subject_id=r[7],
         object_entity_id=r[8], session_id=r[9], speaker=r[10],
-        claim=(r[11], r[12], bool(r[13]), r[14], r[15])) for r in rows}
+        claim=(r[11], r[12], bool(r[13]), r[14], r[15]))
+
+
+def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+    if scope.held is not None:
+        return scope.held.beliefs(scope, ids)
+    cond, params = belief_filter(scope)
+    rows = conn.execute(
+        f"SELECT {BELIEF_COLUMNS} FROM beliefs b NOT INDEXED {BELIEF_TURN_JOIN} "
+        f"WHERE b.id IN ({param_marks(len(ids))}) AND {cond}", [*ids, *params]).fetchall()
+    return {r[0]: belief_candidate(r) for r in rows}
+
+
+# An episode's row, then one of its turns per result row, in turn order (``episode_rows``).
+EPISODE_COLUMNS = ("e.id, e.episode_uid, e.text, e.occurred_at, e.session_id, e.tier, "
+                   "e.importance, t.turn_uid, t.speaker")
+EPISODE_TURNS_JOIN = ("LEFT JOIN episode_turns et ON et.episode_id = e.id "
+                      "LEFT JOIN turns t ON t.id = et.turn_id")
+EPISODE_ORDER = "ORDER BY e.id, t.session_id, t.idx"
+
+
+def episode_rows(rows: Iterable[Sequence[Any]]) -> dict[int, tuple[Any, ...]]:
+    """Rows of ``EPISODE_COLUMNS`` (plus any columns after them), grouped: episode id ->
+    its columns before the turn's, its turn uids, its first turn's speaker, the extras."""
+    out: dict[int, tuple[Any, ...]] = {}
+    turns: dict[int, list[str]] = {}
+    for r in rows:
+        if r[0] not in out:
+            out[r[0]] = (*r[:7], (), r[8], *r[9:])
+            turns[r[0]] = []
+        if r[7] is not None:
+            turns[r[0]].append(r[7])
+    return {i: (*row[:7], tuple(turns[i]), *row[8:]) for i, row in out.items()}
+
+
+def episode_candidate(row: Sequence[Any]) -> Candidate:
+    """A candidate from one of ``episode_rows``' values."""
+    return Candidate(
+        kind="episode", row_id=row[0], uid=row[1], text=row[2], occurred_at=row[3],
+        session_id=row[4], tier=row[5], confidence=min(1.0, max(0.0, float(row[6]))),
+        speaker=row[8], turn_uids=row[7])
 
 
 def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
+    if scope.held is not None:
+        return scope.held.episodes(scope, ids)
     cond, params = episode_filter(scope)
     # One row per turn of each episode, in turn order: its pointers and first speaker come
     # with it (two correlated subqueries per episode cost twice as much).
     rows = conn.execute(
-        "SELECT e.id, e.episode_uid, e.text, e.occurred_at, e.session_id, e.tier, e.importance, "
-        "t.turn_uid, t.speaker FROM episodes e NOT INDEXED LEFT JOIN episode_turns et ON "
-        "et.episode_id = e.id LEFT JOIN turns t ON t.id = et.turn_id "
-        f"WHERE e.id IN ({param_marks(len(ids))}) AND {cond} ORDER BY e.id, t.session_id, t.idx",
+        f"SELECT {EPISODE_COLUMNS} FROM episodes e NOT INDEXED {EPISODE_TURNS_JOIN} "
+        f"WHERE e.id IN ({param_marks(len(ids))}) AND {cond} {EPISODE_ORDER}",
         [*ids, *params]).fetchall()
-    out: dict[int, Candidate] = {}
-    turns: dict[int, list[str]] = {}
-    for r in rows:
-        if r[0] not in out:
-            out[r[0]] = Candidate(
-                kind="episode", row_id=r[0], uid=r[1], text=r[2], occurred_at=r[3],
-                session_id=r[4], tier=r[5], confidence=min(1.0, max(0.0, float(r[6]))),
-                speaker=r[8])
-            turns[r[0]] = []
-        if r[7] is not None:
-            turns[r[0]].append(r[7])
-    for row_id, uids in turns.items():
-        out[row_id].turn_uids = tuple(uids)
-    return out
+    return {i: episode_candidate(row) for i, row in episode_rows(rows).items()}
 
 
 def _load_turns(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:

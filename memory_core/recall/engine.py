@@ -364,15 +364,19 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     # Every list reads the same state of the store (a helper thread's dense lane, when
     # MNEMO_RECALL_HELPER_THREADS gives one, reads on its own connection).
     with read_snapshot(conn):
-        scope = Scope(tenant=require_tenant(conn, tenant), now=to_db(now or utcnow()),
-                      as_of=resolve_as_of(as_of), include_archive=strategy.include_archive)
+        tenant_id = require_tenant(conn, tenant)
+        held_at = time.perf_counter()
+        dense = index.embedder.semantic or strategy.dense_with_keyword_embedder
+        held = (resident.tenant(conn, tenant_id, index if dense else None)
+                if resident is not None else None)
+        held_ms = (time.perf_counter() - held_at) * 1000
+        scope = Scope(tenant=tenant_id, now=to_db(now or utcnow()),
+                      as_of=resolve_as_of(as_of), include_archive=strategy.include_archive,
+                      held=held)
         run = RecallRun(conn, index, strategy, scope, prepared, resolve_session(session_id),
-                        stats=stats)
+                        stats=stats, held=held)
         if resident is not None:
-            held_at = time.perf_counter()
-            dense = index.embedder.semantic or strategy.dense_with_keyword_embedder
-            run.held = resident.tenant(conn, scope.tenant, index if dense else None)
-            run.timings["resident_ms"] = (time.perf_counter() - held_at) * 1000
+            run.timings["resident_ms"] = held_ms
         _gather(run, helper)
         # Beliefs are scored once, by the facts channel; the fusion ranks the evidence.
         beliefs = [c for c in run.pool.values() if c.kind == "belief"]

@@ -37,6 +37,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,20 @@ from memory_core.db.dialect import is_postgres
 from memory_core.db.meta import get_meta
 from memory_core.db.sqlite import Connection
 from memory_core.recall import keyword
+from memory_core.recall.candidates import (
+    BELIEF_COLUMNS,
+    BELIEF_TURN_JOIN,
+    EPISODE_COLUMNS,
+    EPISODE_ORDER,
+    EPISODE_TURNS_JOIN,
+    Candidate,
+    Scope,
+    belief_candidate,
+    belief_visible,
+    episode_candidate,
+    episode_rows,
+    episode_visible,
+)
 from memory_core.vectors import VectorIndex, stored_vector
 
 MAX_TENANT_ROWS = 50_000
@@ -223,10 +238,13 @@ class HeldTenant:
     seq: int
     tables: dict[str, Postings]
     vectors: dict[str, Vectors]
+    # The rows ``candidates.load`` reads: ``episode_rows`` values plus ``expires_at``, and
+    # ``BELIEF_COLUMNS`` plus ``expires_at``.
+    rows: dict[str, dict[int, tuple[Any, ...]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def rows(self) -> int:
+    def size(self) -> int:
         return sum(p.rows for p in self.tables.values())
 
     def holds(self, table: str) -> bool:
@@ -252,6 +270,27 @@ class HeldTenant:
     def nearest(self, table: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         with self.lock:
             return self.vectors[table].nearest(vector, k)
+
+    # ``candidates.load`` reads a tenant's rows through these (``candidates.HeldRows``).
+    def beliefs(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
+        out: dict[int, Candidate] = {}
+        with self.lock:
+            held = self.rows["beliefs"]
+            for i in ids:
+                r = held.get(i)
+                if r is not None and belief_visible(scope, r[5], r[3], r[15], r[16]):
+                    out[i] = belief_candidate(r)
+        return out
+
+    def episodes(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
+        out: dict[int, Candidate] = {}
+        with self.lock:
+            held = self.rows["episodes"]
+            for i in ids:
+                r = held.get(i)
+                if r is not None and episode_visible(scope, r[5], r[3], r[9]):
+                    out[i] = episode_candidate(r)
+        return out
 
 
 _CHANGES = f"SELECT seq, tbl, row_id FROM {changes.TABLE} WHERE tenant = ? AND seq > ? ORDER BY seq"
@@ -303,24 +342,25 @@ class Resident:
         return fresh
 
     def _evict(self) -> None:
-        total = sum(t.rows for t in self._tenants.values())
+        total = sum(t.size for t in self._tenants.values())
         while total > self.max_rows and len(self._tenants) > 1:
             _, gone = self._tenants.popitem(last=False)
-            total -= gone.rows
+            total -= gone.size
 
     def _build(self, conn: Connection, tenant: str, vector_tables: dict[str, str]
                ) -> HeldTenant | None:
         stats = {tbl: int(rows) for tbl, rows, _ in conn.execute(_STATS, (tenant,))}
-        if sum(stats.get(b, 0) for b in fts_index.LOGGED) > self.max_tenant_rows:
+        if sum(stats.get(b, 0) for b in changes.LOGGED) > self.max_tenant_rows:
             return None
         seq = int(conn.execute(_TOP).fetchone()[0])  # the same snapshot as the rows below
         tables: dict[str, Postings] = {}
-        for base in fts_index.LOGGED:
+        for base in changes.LOGGED:
             postings = Postings()
             for row_id, text in conn.execute(f"SELECT id, text FROM {base} WHERE tenant = ?",
                                              (tenant,)):
                 postings.add(int(row_id), text or "")
             tables[base] = postings
+        rows = {base: _rows(conn, base, tenant) for base in changes.LOGGED}
         vectors: dict[str, Vectors] = {}
         for base, table in vector_tables.items():
             held = vectors[base] = Vectors(table)
@@ -328,7 +368,7 @@ class Resident:
                                              "WHERE tenant = ?", (tenant,)):
                 held.put(int(row_id), stored_vector(blob))
         self.builds += 1
-        return HeldTenant(tenant, seq, tables, vectors)
+        return HeldTenant(tenant, seq, tables, vectors, rows)
 
     def held(self) -> list[str]:
         with self._lock:
@@ -340,11 +380,31 @@ def _vector_tables(conn: Connection, index: VectorIndex | None) -> dict[str, str
     if index is None:
         return {}
     out = {}
-    for base in fts_index.LOGGED:
+    for base in changes.LOGGED:
         table = index.active_table(conn, base)
         if table is not None:
             out[base] = table
     return out
+
+
+_ROWS = {
+    "episodes": (f"SELECT {EPISODE_COLUMNS}, e.expires_at FROM episodes e "
+                 f"{EPISODE_TURNS_JOIN} WHERE e.tenant = ?{{ids}} {EPISODE_ORDER}"),
+    "beliefs": (f"SELECT {BELIEF_COLUMNS}, b.expires_at FROM beliefs b {BELIEF_TURN_JOIN} "
+                "WHERE b.tenant = ?{ids}"),
+}
+_IDS = {"episodes": " AND e.id IN ({marks})", "beliefs": " AND b.id IN ({marks})"}
+
+
+def _rows(conn: Connection, base: str, tenant: str, ids: Sequence[int] = ()
+          ) -> dict[int, tuple[Any, ...]]:
+    """The tenant's rows of ``base`` as ``HeldTenant.rows`` holds them (``ids``: only
+    those)."""
+    where = _IDS[base].format(marks=",".join("?" * len(ids))) if ids else ""
+    found = conn.execute(_ROWS[base].format(ids=where), [tenant, *ids]).fetchall()
+    if base == "episodes":
+        return episode_rows(found)
+    return {r[0]: tuple(r) for r in found}
 
 
 def _catch_up(conn: Connection, held: HeldTenant) -> bool:
@@ -371,6 +431,10 @@ def _catch_up(conn: Connection, held: HeldTenant) -> bool:
                 f"SELECT id, text FROM {base} WHERE tenant = ? AND id IN ({marks})",
                 [held.tenant, *ids]):
             postings.add(int(row_id), text or "")
+        rows = held.rows[base]
+        for row_id in ids:
+            rows.pop(row_id, None)
+        rows.update(_rows(conn, base, held.tenant, sorted(ids)))
         vectors = held.vectors.get(base)
         if vectors is not None:
             sql = f"SELECT embedding FROM {vectors.table} WHERE rowid = ?"
