@@ -182,7 +182,7 @@ class Settings:
     recall_max_items: int = 10
     recall_fact_budget: int = 8
     recall_helper_threads: int = 0
-    recall_resident_rows: int = 1_000_000
+    recall_resident_rows: int = 200_000
     recall_max_tokens: int = 1_500
     recall_log_keep: int = 500
     backup_dir: Path | None = None  # None: ``backups`` in data_dir
@@ -456,8 +456,10 @@ VARIABLES: tuple[_Var, ...] = (
          "Threads in the chat process that embed the query and run dense search beside "
          "the caller's keyword search (semantic embedders; worth it with spare cores)."),
     _Var("MNEMO_RECALL_RESIDENT_ROWS", "recall_resident_rows", _int_parser(0, 100_000_000),
-         "Keyword postings the chat process holds, in rows (the tenants it recalled for "
-         "last; a tenant over 50,000 rows is searched in the store); 0: always the store."),
+         "Memories (episodes and beliefs) whose keyword postings, vectors and rows the chat "
+         "process holds for recall, the tenants it recalled for last (a tenant over 50,000 "
+         "is read from the store; ~2 KB each with a 384-dimension embedder); 0: always the "
+         "store."),
     _Var("MNEMO_RECALL_MAX_TOKENS", "recall_max_tokens", _int_parser(16, 1_000_000),
          "Default token budget of a recall result."),
     _Var("MNEMO_RECALL_LOG_KEEP", "recall_log_keep", _int_parser(1, 100_000),

@@ -253,6 +253,10 @@ def test_recall_is_the_same_with_and_without_held_postings(seeded, tmp_path, res
         return out
 
     with Memory.open(on) as a, Memory.open(off) as b:
+        assert shown(a) == shown(b)  # "on": the first recall reads the store, builds meanwhile
+        if resident_rows != "0":
+            assert a._resident is not None and a._resident.wait()
+            assert a._resident.held() == ["acme"] and a._resident.builds == 1
         assert shown(a) == shown(b)
         for text in sentences:  # written by another connection between recalls
             seeder.turn("acme", "later " + text)
@@ -266,6 +270,33 @@ def test_recall_is_the_same_with_and_without_held_postings(seeded, tmp_path, res
         assert all(f"episode:{gone[1]}" != item for items, _ in after for item, _ in items)
         assert any("later" in t for t in (i.text for i in a.recall(
             "Porto friday sister", tenant="acme").items))
+        if a._resident is not None:
+            assert a._resident.builds == 1  # caught up, in the chat process's own snapshot
+
+
+def test_a_tenant_is_built_in_the_background_and_served_once_ready(store) -> None:
+    lite, _ = store
+    with atomic(lite.conn):
+        for i in range(50):
+            _insert(lite.conn, "episodes", "ana", f"kayak porto {i}")
+    resident = Resident(connect=lambda: connect(lite.db.path))  # in the builder thread
+    assert resident.tenant(lite.conn, "ana") is None  # the store's path while it builds
+    assert resident.wait()
+    held = resident.tenant(lite.conn, "ana")
+    assert held is not None and held.tables["episodes"].rows == 50
+    plan = TermPlan(("kayak",), ("porto",))
+    assert held.ranked_ids("episodes", plan, 5) == ranked_ids(lite.conn, "episodes", "ana",
+                                                              plan, 5)
+    with atomic(lite.conn):  # a log pruned past it: the stale copy is dropped, not served
+        _insert(lite.conn, "episodes", "ana", "kayak again")
+        changes.prune(lite.conn, keep=0)
+    assert resident.tenant(lite.conn, "ana") is None
+    assert resident.wait() and resident.builds == 2
+    held = resident.tenant(lite.conn, "ana")
+    assert held is not None and held.tables["episodes"].rows == 51
+    resident.close()
+    assert resident.tenant(lite.conn, "ben") is None  # closed: builds nothing more
+    assert resident.wait() and resident.held() == ["ana"]
 
 
 def test_held_vectors_find_the_stores_neighbours_through_writes(seeded) -> None:

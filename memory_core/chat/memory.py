@@ -61,7 +61,9 @@ class Memory:
         self.embedder = embedder
         self._index = VectorIndex(embedder)
         self._term_stats = TermStats()
-        self._resident = (Resident(max_rows=settings.recall_resident_rows)
+        # Tenants' postings, vectors and rows held here, built on a background thread.
+        self._resident = (Resident(max_rows=settings.recall_resident_rows,
+                                   connect=lambda: state.conn)
                           if settings.recall_resident_rows > 0 else None)
         self._sender = TurnSender(settings)
         self._helper = RecallHelper(state, settings.recall_helper_threads) if (
@@ -193,6 +195,8 @@ class Memory:
         return self._state
 
     def close(self) -> None:
+        if self._resident is not None:
+            self._resident.close()
         if self._helper is not None:
             self._helper.close()
         self._sender.close()

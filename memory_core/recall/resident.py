@@ -32,20 +32,22 @@ primary recall reads the store as before.
 from __future__ import annotations
 
 import heapq
+import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import structlog
 
 from memory_core.db import changes
 from memory_core.db import fts as fts_index
 from memory_core.db.dialect import is_postgres
 from memory_core.db.meta import get_meta
-from memory_core.db.sqlite import Connection
+from memory_core.db.sqlite import Connection, read_snapshot
 from memory_core.recall import keyword
 from memory_core.recall.candidates import (
     BELIEF_COLUMNS,
@@ -63,8 +65,9 @@ from memory_core.recall.candidates import (
 )
 from memory_core.vectors import VectorIndex, stored_vector
 
+log = structlog.get_logger(__name__)
 MAX_TENANT_ROWS = 50_000
-MAX_ROWS = 1_000_000
+MAX_ROWS = 200_000
 # More changed rows than this since a tenant was last brought up to date: rebuild it (one
 # statement) rather than re-read them by id.
 MAX_CATCH_UP = 2_000
@@ -294,28 +297,46 @@ class HeldTenant:
 
 
 _CHANGES = f"SELECT seq, tbl, row_id FROM {changes.TABLE} WHERE tenant = ? AND seq > ? ORDER BY seq"
-_TOP = f"SELECT coalesce(max(seq), 0) FROM {changes.TABLE}"
+# The last seq given (AUTOINCREMENT's record: the log may have been pruned empty).
+_TOP = f"SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{changes.TABLE}'), 0)"
 _STATS = "SELECT tbl, rows, tokens FROM fts_stats WHERE tenant = ?"
 
 
-class Resident:
-    """The postings and vectors of the tenants this process recalls for (``Memory`` owns
-    one). Thread-safe: a tenant is brought up to date and searched under its own lock."""
+class _Stopped(Exception):
+    """A build given up: the process is closing."""
 
-    def __init__(self, max_tenant_rows: int = MAX_TENANT_ROWS, max_rows: int = MAX_ROWS
-                 ) -> None:
+
+class Resident:
+    """The postings, vectors and rows of the tenants this process recalls for (``Memory``
+    owns one). Thread-safe: a tenant is brought up to date and read under its own lock.
+
+    ``connect``: the builder's connection (per thread, as ``Database.conn`` gives them).
+    With it a tenant is built on one background thread and recall reads the store until it
+    is ready, so no recall waits for a build (a 50,000-row tenant takes about a second);
+    without it (tests, benchmarks) the first recall builds it itself.
+    """
+
+    def __init__(self, max_tenant_rows: int = MAX_TENANT_ROWS, max_rows: int = MAX_ROWS,
+                 connect: Callable[[], Connection] | None = None) -> None:
         self.max_tenant_rows = max_tenant_rows
         self.max_rows = max_rows
         self._tenants: OrderedDict[str, HeldTenant] = OrderedDict()
         self._too_big: dict[str, float] = {}  # tenant -> when it was found over the bound
         self._lock = threading.Lock()
         self.builds = 0  # tenants built from the store (a rebuild counts again)
+        self._connect = connect
+        self._queue: queue.SimpleQueue[tuple[str, VectorIndex | None] | None] = \
+            queue.SimpleQueue()
+        self._building: set[str] = set()
+        self._builder: threading.Thread | None = None
+        self._closed = False
 
     def tenant(self, conn: Connection, tenant: str, index: VectorIndex | None = None
                ) -> HeldTenant | None:
-        """``tenant``'s postings (and, with ``index``, the vectors dense search reads),
-        current as of ``conn``'s snapshot; None: use the store (the Postgres primary, or a
-        tenant over ``max_tenant_rows``). Call it inside the recall's read snapshot."""
+        """``tenant``'s postings and rows (and, with ``index``, the vectors dense search
+        reads), current as of ``conn``'s snapshot; None: read the store (the Postgres
+        primary, a tenant over ``max_tenant_rows``, or one being built in the background).
+        Call it inside the recall's read snapshot."""
         if is_postgres(conn):
             return None
         tables = _vector_tables(conn, index)
@@ -329,7 +350,16 @@ class Resident:
             with held.lock:
                 if _catch_up(conn, held):
                     return held
-        fresh = self._build(conn, tenant, tables)
+        if held is not None:
+            with self._lock:  # stale: never served again
+                if self._tenants.get(tenant) is held:
+                    del self._tenants[tenant]
+        if self._connect is None:
+            return self._install(tenant, self._build(conn, tenant, tables))
+        self._build_later(tenant, index)
+        return None
+
+    def _install(self, tenant: str, fresh: HeldTenant | None) -> HeldTenant | None:
         with self._lock:
             if fresh is None:
                 self._tenants.pop(tenant, None)
@@ -340,6 +370,58 @@ class Resident:
             self._tenants.move_to_end(tenant)
             self._evict()
         return fresh
+
+    def _build_later(self, tenant: str, index: VectorIndex | None) -> None:
+        with self._lock:
+            if self._closed or tenant in self._building:
+                return
+            self._building.add(tenant)
+            if self._builder is None:
+                self._builder = threading.Thread(target=self._run, name="mnemo-resident",
+                                                 daemon=True)
+                self._builder.start()
+        self._queue.put((tenant, index))
+
+    def _run(self) -> None:
+        assert self._connect is not None
+        while (item := self._queue.get()) is not None:
+            tenant, index = item
+            try:
+                if self._closed:
+                    continue
+                conn = self._connect()
+                with read_snapshot(conn):
+                    fresh = self._build(conn, tenant, _vector_tables(conn, index))
+                if not self._closed:
+                    self._install(tenant, fresh)
+            except _Stopped:
+                pass
+            except Exception as e:  # the store's path serves the tenant meanwhile
+                if not self._closed:
+                    log.warning("resident_build_failed", tenant=tenant,
+                                error=type(e).__name__)
+            finally:
+                with self._lock:
+                    self._building.discard(tenant)
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Wait until no build is pending (tests, benchmarks); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._building:
+                    return True
+            time.sleep(0.005)
+        return False
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the builder (a build under way stops within 1,000 rows)."""
+        with self._lock:
+            self._closed = True
+            builder = self._builder
+        if builder is not None:
+            self._queue.put(None)
+            builder.join(timeout)
 
     def _evict(self) -> None:
         total = sum(t.size for t in self._tenants.values())
@@ -356,16 +438,20 @@ class Resident:
         tables: dict[str, Postings] = {}
         for base in changes.LOGGED:
             postings = Postings()
-            for row_id, text in conn.execute(f"SELECT id, text FROM {base} WHERE tenant = ?",
-                                             (tenant,)):
+            for n, (row_id, text) in enumerate(conn.execute(
+                    f"SELECT id, text FROM {base} WHERE tenant = ?", (tenant,))):
+                if n % 1000 == 999 and self._closed:
+                    raise _Stopped
                 postings.add(int(row_id), text or "")
             tables[base] = postings
         rows = {base: _rows(conn, base, tenant) for base in changes.LOGGED}
         vectors: dict[str, Vectors] = {}
         for base, table in vector_tables.items():
             held = vectors[base] = Vectors(table)
-            for row_id, blob in conn.execute(f"SELECT rowid, embedding FROM {table} "
-                                             "WHERE tenant = ?", (tenant,)):
+            for n, (row_id, blob) in enumerate(conn.execute(
+                    f"SELECT rowid, embedding FROM {table} WHERE tenant = ?", (tenant,))):
+                if n % 1000 == 999 and self._closed:
+                    raise _Stopped
                 held.put(int(row_id), stored_vector(blob))
         self.builds += 1
         return HeldTenant(tenant, seq, tables, vectors, rows)
