@@ -408,3 +408,28 @@ def test_held_rows_load_as_the_store_through_every_kind_of_write(seeded) -> None
     seeder.turn("acme", "the later turn", uid="t-later", speaker="assistant")
     assert check() > 100
     assert resident.builds == 1  # all of it caught up from the log
+
+
+def test_an_unreadable_vector_table_degrades_recall_as_it_does_without_them(seeded,
+                                                                           mem) -> None:
+    """Catching up reads the vector table: a broken one costs the held copy (dropped, never
+    served half caught up) and gives keyword-only recall with a reason, as from the store."""
+    from structlog.testing import capture_logs
+
+    from memory_core.recall.strategy import RecallStrategy
+
+    seeder, db = seeded
+    seeder.turn("acme", "the red kayak is at the lake")
+    dense = RecallStrategy().with_(dense_with_keyword_embedder=True)
+    assert not mem.recall("red kayak", tenant="acme", strategy=dense).keyword_only
+    assert mem._resident is not None and mem._resident.wait()
+    assert mem._resident.held() == ["acme"]
+    seeder.turn("acme", "a blue kayak")  # a change to catch up, its vector among it
+    db.conn.execute("DROP TABLE episodes_vec_g1")
+    with capture_logs() as logs:
+        result = mem.recall("red kayak", tenant="acme", strategy=dense)
+    assert result.keyword_only and "vector index" in (result.degraded_reason or "")
+    assert result.items
+    assert [e["event"] for e in logs if e["log_level"] == "warning"][:1] == [
+        "resident_unavailable"]
+    assert mem._resident.held() == []

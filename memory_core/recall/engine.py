@@ -32,7 +32,7 @@ from memory_core.recall.explain import build_explanation
 from memory_core.recall.fusion import Budget, Scorer, apply_budget, direct_first, diversify
 from memory_core.recall.intent import read_intent
 from memory_core.recall.query import PreparedQuery, prepare_query
-from memory_core.recall.resident import Resident
+from memory_core.recall.resident import HeldTenant, Resident
 from memory_core.recall.result import RecallItem, RecallResult
 from memory_core.recall.strategy import DIRECT_LISTS, RecallStrategy
 from memory_core.vectors import VectorIndex
@@ -367,8 +367,7 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
         tenant_id = require_tenant(conn, tenant)
         held_at = time.perf_counter()
         dense = index.embedder.semantic or strategy.dense_with_keyword_embedder
-        held = (resident.tenant(conn, tenant_id, index if dense else None)
-                if resident is not None else None)
+        held = _held(resident, conn, tenant_id, index if dense else None)
         held_ms = (time.perf_counter() - held_at) * 1000
         scope = Scope(tenant=tenant_id, now=to_db(now or utcnow()),
                       as_of=resolve_as_of(as_of), include_archive=strategy.include_archive,
@@ -401,6 +400,19 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
         facts=found.facts)
     every, chosen = [*found.ranked, *ranked], [*found.kept, *kept]
     return result, lambda: _explanation(run, every, reasons, chosen, budget, fact_budget)
+
+
+def _held(resident: Resident | None, conn: Connection, tenant: str,
+          index: VectorIndex | None) -> HeldTenant | None:
+    """The tenant's rows held in the process, or None: the store (also when the store cannot
+    be read for them: the lists then degrade as they do without them)."""
+    if resident is None:
+        return None
+    try:
+        return resident.tenant(conn, tenant, index)
+    except driver_errors() as e:
+        log.warning("resident_unavailable", tenant=tenant, error=type(e).__name__)
+        return None
 
 
 def _facts(run: RecallRun, beliefs: list[Candidate], budget: int,

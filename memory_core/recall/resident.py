@@ -321,7 +321,9 @@ class Resident:
         self.max_tenant_rows = max_tenant_rows
         self.max_rows = max_rows
         self._tenants: OrderedDict[str, HeldTenant] = OrderedDict()
-        self._too_big: dict[str, float] = {}  # tenant -> when it was found over the bound
+        # tenant -> when it was found over the bound, or its build failed: the store's
+        # path for a minute
+        self._too_big: dict[str, float] = {}
         self._lock = threading.Lock()
         self.builds = 0  # tenants built from the store (a rebuild counts again)
         self._connect = connect
@@ -348,16 +350,24 @@ class Resident:
                 return None  # checked within the last minute: still the store's
         if held is not None and {b: v.table for b, v in held.vectors.items()} == tables:
             with held.lock:
-                if _catch_up(conn, held):
+                try:
+                    current = _catch_up(conn, held)
+                except BaseException:  # half caught up: never served again
+                    self._drop(tenant, held)
+                    raise
+                if current:
                     return held
         if held is not None:
-            with self._lock:  # stale: never served again
-                if self._tenants.get(tenant) is held:
-                    del self._tenants[tenant]
+            self._drop(tenant, held)  # stale: never served again
         if self._connect is None:
             return self._install(tenant, self._build(conn, tenant, tables))
         self._build_later(tenant, index)
         return None
+
+    def _drop(self, tenant: str, held: HeldTenant) -> None:
+        with self._lock:
+            if self._tenants.get(tenant) is held:
+                del self._tenants[tenant]
 
     def _install(self, tenant: str, fresh: HeldTenant | None) -> HeldTenant | None:
         with self._lock:
@@ -400,6 +410,8 @@ class Resident:
                 if not self._closed:
                     log.warning("resident_build_failed", tenant=tenant,
                                 error=type(e).__name__)
+                    with self._lock:
+                        self._too_big[tenant] = time.monotonic()
             finally:
                 with self._lock:
                     self._building.discard(tenant)
