@@ -280,7 +280,9 @@ def test_a_tenant_is_built_in_the_background_and_served_once_ready(store) -> Non
         for i in range(50):
             _insert(lite.conn, "episodes", "ana", f"kayak porto {i}")
     resident = Resident(connect=lambda: connect(lite.db.path))  # in the builder thread
-    assert resident.tenant(lite.conn, "ana") is None  # the store's path while it builds
+    assert resident.tenant(lite.conn, "ana") is None  # a one-off recall: no build
+    assert resident.wait() and resident.builds == 0
+    assert resident.tenant(lite.conn, "ana") is None  # again: the store's path while it builds
     assert resident.wait()
     held = resident.tenant(lite.conn, "ana")
     assert held is not None and held.tables["episodes"].rows == 50
@@ -295,7 +297,8 @@ def test_a_tenant_is_built_in_the_background_and_served_once_ready(store) -> Non
     held = resident.tenant(lite.conn, "ana")
     assert held is not None and held.tables["episodes"].rows == 51
     resident.close()
-    assert resident.tenant(lite.conn, "ben") is None  # closed: builds nothing more
+    for _ in range(2):
+        assert resident.tenant(lite.conn, "ben") is None  # closed: builds nothing more
     assert resident.wait() and resident.held() == ["ana"]
 
 
@@ -421,7 +424,8 @@ def test_an_unreadable_vector_table_degrades_recall_as_it_does_without_them(seed
     seeder, db = seeded
     seeder.turn("acme", "the red kayak is at the lake")
     dense = RecallStrategy().with_(dense_with_keyword_embedder=True)
-    assert not mem.recall("red kayak", tenant="acme", strategy=dense).keyword_only
+    for _ in range(2):  # a conversation: built after the second recall
+        assert not mem.recall("red kayak", tenant="acme", strategy=dense).keyword_only
     assert mem._resident is not None and mem._resident.wait()
     assert mem._resident.held() == ["acme"]
     seeder.turn("acme", "a blue kayak")  # a change to catch up, its vector among it
@@ -433,3 +437,25 @@ def test_an_unreadable_vector_table_degrades_recall_as_it_does_without_them(seed
     assert [e["event"] for e in logs if e["log_level"] == "warning"][:1] == [
         "resident_unavailable"]
     assert mem._resident.held() == []
+
+
+def test_tenants_in_conversation_that_do_not_fit_are_counted_and_named(store) -> None:
+    """Eviction of a tenant recalled within the last minutes is thrashing: counted, and one
+    warning naming the setting to raise (not one per eviction)."""
+    from structlog.testing import capture_logs
+
+    lite, _ = store
+    with atomic(lite.conn):
+        for tenant in TENANTS:
+            for i in range(10):
+                _insert(lite.conn, "episodes", tenant, f"kayak {i}")
+    resident = Resident(max_rows=15, connect=lambda: connect(lite.db.path))
+    with capture_logs() as logs:
+        for _ in range(3):
+            for tenant in TENANTS:  # three conversations, room for one
+                resident.tenant(lite.conn, tenant)
+                assert resident.wait()
+    resident.close()
+    assert resident.thrashed >= 3 and len(resident.held()) == 1
+    warned = [e for e in logs if e["event"] == "resident_thrashing"]
+    assert len(warned) == 1 and "MNEMO_RECALL_RESIDENT_ROWS" in warned[0]["hint"]

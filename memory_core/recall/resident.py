@@ -71,6 +71,10 @@ MAX_ROWS = 200_000
 # More changed rows than this since a tenant was last brought up to date: rebuild it (one
 # statement) rather than re-read them by id.
 MAX_CATCH_UP = 2_000
+# A tenant is built when it is recalled again within this many seconds (one in a
+# conversation); the last recall of this many tenants is remembered.
+AGAIN_S = 600.0
+RECALLED_KEPT = 100_000
 # How far BLAS's float32 cosine distance can be from sqlite-vec's for a 384-dim vector (its
 # error is ~1e-6; the bound is generous, it only widens the rows ordered exactly).
 ROUNDING = 5e-5
@@ -311,9 +315,12 @@ class Resident:
     owns one). Thread-safe: a tenant is brought up to date and read under its own lock.
 
     ``connect``: the builder's connection (per thread, as ``Database.conn`` gives them).
-    With it a tenant is built on one background thread and recall reads the store until it
-    is ready, so no recall waits for a build (a 50,000-row tenant takes about a second);
-    without it (tests, benchmarks) the first recall builds it itself.
+    With it a tenant is built on one background thread when it is recalled a second time
+    within ``AGAIN_S`` (a conversation; a one-off recall is not worth it), and recall reads
+    the store until it is ready, so no recall waits for a build (a 50,000-row tenant takes
+    about a second); without it (tests) the first recall builds it itself. A tenant evicted
+    while still in a conversation is counted (``thrashed``) and logged
+    (``resident_thrashing``, at most every 10 minutes, naming the setting to raise).
     """
 
     def __init__(self, max_tenant_rows: int = MAX_TENANT_ROWS, max_rows: int = MAX_ROWS,
@@ -330,6 +337,9 @@ class Resident:
         self._queue: queue.SimpleQueue[tuple[str, VectorIndex | None] | None] = \
             queue.SimpleQueue()
         self._building: set[str] = set()
+        self._recalled: OrderedDict[str, float] = OrderedDict()  # tenant -> its last recall
+        self.thrashed = 0  # tenants evicted while still in a conversation
+        self._warned = -1e9
         self._builder: threading.Thread | None = None
         self._closed = False
 
@@ -341,6 +351,7 @@ class Resident:
         Call it inside the recall's read snapshot."""
         if is_postgres(conn):
             return None
+        again = self._again(tenant)
         tables = _vector_tables(conn, index)
         with self._lock:
             held = self._tenants.get(tenant)
@@ -361,8 +372,20 @@ class Resident:
             self._drop(tenant, held)  # stale: never served again
         if self._connect is None:
             return self._install(tenant, self._build(conn, tenant, tables))
-        self._build_later(tenant, index)
+        if held is not None or again:  # a tenant in a conversation
+            self._build_later(tenant, index)
         return None
+
+    def _again(self, tenant: str) -> bool:
+        """Whether ``tenant`` was recalled within ``AGAIN_S`` before (this recall is noted):
+        a one-off recall is not worth a build, the second of a conversation is."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._recalled.pop(tenant, None)
+            self._recalled[tenant] = now
+            while len(self._recalled) > RECALLED_KEPT:
+                self._recalled.popitem(last=False)
+        return last is not None and now - last < AGAIN_S
 
     def _drop(self, tenant: str, held: HeldTenant) -> None:
         with self._lock:
@@ -437,9 +460,18 @@ class Resident:
 
     def _evict(self) -> None:
         total = sum(t.size for t in self._tenants.values())
+        now = time.monotonic()
         while total > self.max_rows and len(self._tenants) > 1:
-            _, gone = self._tenants.popitem(last=False)
+            tenant, gone = self._tenants.popitem(last=False)
             total -= gone.size
+            if now - self._recalled.get(tenant, -1e9) < AGAIN_S:
+                self.thrashed += 1  # still in a conversation: it will be built again
+                if now - self._warned >= 600.0:
+                    self._warned = now
+                    log.warning("resident_thrashing", held=len(self._tenants),
+                                max_rows=self.max_rows,
+                                hint="tenants in conversations do not fit: raise "
+                                     "MNEMO_RECALL_RESIDENT_ROWS (~2 KB a memory)")
 
     def _build(self, conn: Connection, tenant: str, vector_tables: dict[str, str]
                ) -> HeldTenant | None:
