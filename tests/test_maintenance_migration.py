@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_core.db import fts, open_ops, open_state
+from memory_core.db import changes, fts, open_ops, open_state
 from memory_core.db.migrations import _create_fts, _fts_ddl, latest_version
 from memory_core.db.schema_state import FTS_TABLES
 from memory_core.db.sqlite import atomic
@@ -40,6 +40,7 @@ V1_COLUMNS = ("id, tenant, belief_uid, subject_id, predicate, object_text, objec
 
 def _to_v1_state(conn) -> None:
     with atomic(conn):
+        _drop_changes_log(conn)
         conn.execute("ALTER TABLE beliefs RENAME TO beliefs_now")
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND "
                                     "tbl_name = 'beliefs_now' AND sql IS NOT NULL").fetchall():
@@ -54,6 +55,14 @@ def _to_v1_state(conn) -> None:
         conn.execute("ALTER TABLE episodes DROP COLUMN decayed_at")
         conn.execute("DELETE FROM schema_migrations WHERE version > 1")
     conn.execute("PRAGMA user_version = 1")
+
+
+def _drop_changes_log(conn) -> None:
+    """Migration 4's log and its triggers (a version-1 store had neither)."""
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND "
+                                "name LIKE '%\\_changes\\_%' ESCAPE '\\'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute(f"DROP TABLE {changes.TABLE}")
 
 
 def _to_v1_fts(conn) -> None:
@@ -122,6 +131,10 @@ def test_a_version_1_store_upgrades_with_its_rows_and_search(tmp_path: Path) -> 
                          "predicate = 'plans_to'")
         assert _matches(conn, "beliefs", "t1", "oslo") == 1
         assert _matches(conn, "beliefs", "t1", "lisbon") == 0
+        # Migration 4's log records both updates for the chat processes holding rows.
+        plans = conn.execute("SELECT id FROM beliefs WHERE predicate = 'plans_to'").fetchone()
+        assert conn.execute("SELECT tbl, tenant, row_id FROM recall_changes").fetchall() == [
+            ("beliefs", "t1", plans[0])] * 2
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
                                               "'index'")}
         assert {"ix_beliefs_expires", "ix_beliefs_open_commitments", "ix_beliefs_pending",

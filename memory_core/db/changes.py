@@ -31,12 +31,13 @@ PRUNED_KEY = f"{TABLE}_pruned_to"  # meta: the highest seq ``prune`` removed
 
 # The columns of each logged table that recall reads (``recall.candidates``): an update of
 # another one (access counts, decay bookkeeping) is not logged.
+# (A row's tenant and id never change.)
 READ: dict[str, tuple[str, ...]] = {
     "episodes": ("episode_uid", "text", "occurred_at", "session_id", "tier", "importance",
-                 "expires_at", "tenant"),
+                 "expires_at"),
     "beliefs": ("belief_uid", "text", "valid_from", "valid_to", "confidence", "status",
                 "turn_uid", "subject_id", "object_entity_id", "predicate", "object_text",
-                "negated", "source", "expires_at", "tenant"),
+                "negated", "source", "expires_at"),
 }
 
 
@@ -65,8 +66,7 @@ TRIGGERS: tuple[str, ...] = (
         f"CREATE TRIGGER IF NOT EXISTS {base}_changes_ai AFTER INSERT ON {base} BEGIN "
         f"{_log(base, 'new.tenant', 'new.id')} END",
         f"CREATE TRIGGER IF NOT EXISTS {base}_changes_au AFTER UPDATE OF "
-        f"{', '.join(READ[base])} ON {base} BEGIN {_log(base, 'old.tenant', 'old.id')} "
-        f"{_log(base, 'new.tenant', 'new.id')} END",
+        f"{', '.join(READ[base])} ON {base} BEGIN {_log(base, 'new.tenant', 'new.id')} END",
         f"CREATE TRIGGER IF NOT EXISTS {base}_changes_ad AFTER DELETE ON {base} BEGIN "
         f"{_log(base, 'old.tenant', 'old.id')} END",
     )),
@@ -90,7 +90,9 @@ TRIGGERS: tuple[str, ...] = (
 
 
 def install(conn: Any) -> None:
-    """Create the log and its triggers (state migration 4; idempotent)."""
+    """Create the log and its triggers (state migration 4; idempotent). A later migration
+    that rebuilds ``episodes``, ``beliefs``, ``episode_turns`` or ``turns`` (rename, copy,
+    drop) must call it again: the triggers go with the old table."""
     for statement in (*DDL, *TRIGGERS):
         conn.execute(statement)
 
