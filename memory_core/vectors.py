@@ -142,9 +142,14 @@ class VectorIndex:
     def dense_enabled(self, conn: Connection) -> bool:
         return get_meta(conn, _IDENTITY) == self.embedder.identity
 
-    def active_table(self, conn: Connection, base: str) -> str | None:
-        """The vector table dense search reads for ``base``; None while dense is off."""
-        return self._active_table(conn, base)
+    def active_tables(self, conn: Connection) -> dict[str, str]:
+        """base -> the vector table dense search reads (empty while dense is off): one
+        statement."""
+        meta = get_metas(conn, _IDENTITY, _GENERATION)
+        if meta.get(_IDENTITY) != self.embedder.identity:
+            return {}
+        gen = int(meta.get(_GENERATION) or 1)
+        return {base: vec_table(base, gen) for base in VECTOR_BASES}
 
     def _active_table(self, conn: Connection, base: str) -> str | None:
         if not self.dense_enabled(conn):

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memory_core import Memory
@@ -459,3 +460,34 @@ def test_tenants_in_conversation_that_do_not_fit_are_counted_and_named(store) ->
     assert resident.thrashed >= 3 and len(resident.held()) == 1
     warned = [e for e in logs if e["event"] == "resident_thrashing"]
     assert len(warned) == 1 and "MNEMO_RECALL_RESIDENT_ROWS" in warned[0]["hint"]
+
+
+def test_a_new_vector_generation_rebuilds_the_tenant(seeded) -> None:
+    """After a reindex switches the generation, the held vectors are the new table's."""
+    from memory_core.db.meta import set_meta
+    from memory_core.vectors import GENERATION_KEY, _create_tables
+
+    seeder, db = seeded
+    for i in range(12):
+        seeder.turn("acme", f"kayak walrus lantern {i}")
+    index = seeder.index
+    resident = Resident()
+    held = resident.tenant(db.conn, "acme", index)
+    assert held is not None and held.vectors["episodes"].table == "episodes_vec_g1"
+    v = index.embedder.embed(["walrus"])[0]
+    with atomic(db.conn):  # generation 2 holds other vectors: the query's own for one row
+        _create_tables(db.conn, 2, index.embedder.dim)
+        for base in TABLES:
+            db.conn.execute(f"INSERT INTO {base}_vec_g2 (rowid, tenant, embedding) "
+                            f"SELECT rowid, tenant, embedding FROM {base}_vec_g1")
+        first = db.conn.execute("SELECT min(id) FROM episodes").fetchone()[0]
+        db.conn.execute("DELETE FROM episodes_vec_g2 WHERE rowid = ?", (first,))
+        db.conn.execute("INSERT INTO episodes_vec_g2 (rowid, tenant, embedding) VALUES "
+                        "(?, 'acme', ?)", (first, np.asarray(v, np.float32).tobytes()))
+        set_meta(db.conn, GENERATION_KEY, "2")
+    held = resident.tenant(db.conn, "acme", index)
+    assert held is not None and held.vectors["episodes"].table == "episodes_vec_g2"
+    assert resident.builds == 2
+    mine, theirs = held.nearest("episodes", v, 3), index.search(db.conn, "episodes", "acme",
+                                                                 v, 3)
+    assert [i for i, _ in mine] == [i for i, _ in theirs] and mine[0][0] == first

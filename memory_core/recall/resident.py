@@ -66,6 +66,8 @@ from memory_core.recall.candidates import (
 from memory_core.vectors import VectorIndex, stored_vector
 
 log = structlog.get_logger(__name__)
+# A tenant with more memories than this is read from the store; the tenants held add up to
+# at most ``MAX_ROWS`` (``MNEMO_RECALL_RESIDENT_ROWS``).
 MAX_TENANT_ROWS = 50_000
 MAX_ROWS = 200_000
 # More changed rows than this since a tenant was last brought up to date: rebuild it (one
@@ -239,7 +241,7 @@ class Vectors:
 
 @dataclass
 class HeldTenant:
-    """A tenant's postings and vectors of every logged table, current as of ``seq``."""
+    """A tenant's postings, vectors and rows of every logged table, current as of ``seq``."""
 
     tenant: str
     seq: int
@@ -509,12 +511,7 @@ def _vector_tables(conn: Connection, index: VectorIndex | None) -> dict[str, str
     """base -> the vector table dense search reads now (none while dense is off)."""
     if index is None:
         return {}
-    out = {}
-    for base in changes.LOGGED:
-        table = index.active_table(conn, base)
-        if table is not None:
-            out[base] = table
-    return out
+    return {b: t for b, t in index.active_tables(conn).items() if b in changes.LOGGED}
 
 
 _ROWS = {
