@@ -86,7 +86,7 @@ def _settings(args: argparse.Namespace, data_dir: Path) -> Settings:
         if args.model_path:
             kw["embed_model_path"] = args.model_path.resolve()
         kw["embed_quantize"] = args.quantize
-    if args.resident_rows is not None:
+    if getattr(args, "resident_rows", None) is not None:  # longmemeval.py has no such flag
         kw["recall_resident_rows"] = args.resident_rows
     return Settings.from_env({}, **kw)
 
