@@ -491,3 +491,67 @@ def test_a_new_vector_generation_rebuilds_the_tenant(seeded) -> None:
     mine, theirs = held.nearest("episodes", v, 3), index.search(db.conn, "episodes", "acme",
                                                                  v, 3)
     assert [i for i, _ in mine] == [i for i, _ in theirs] and mine[0][0] == first
+
+
+def test_held_rows_answer_the_walk_and_the_bridge_as_the_store(seeded) -> None:
+    """The entity bridge (``beliefs_touching``), the walk's expansion
+    (``beliefs_touching_each``), its links (``graph._link_*``) and the walk's scores
+    (``ego_pagerank``) from held rows equal the store's, before and after writes, in every
+    scope; equal confidences and times make the order's ties matter."""
+    from memory_core.recall import graph
+    from memory_core.recall.candidates import Scope, beliefs_touching, beliefs_touching_each
+    from memory_core.recall.candidates import load as load_rows
+    from memory_core.recall.strategy import DEFAULT
+
+    seeder, _ = seeded
+    conn = seeder.conn
+    rng = random.Random(4)
+    people = ["ana", "ben", "cy", "dee", "eve"]
+    for p in people:
+        seeder.entity("acme", p, p.title())
+    for _ in range(60):
+        uid = seeder.turn("acme", " ".join(rng.choices(WORDS, k=5)))
+        subject, obj = rng.sample(people, 2)
+        seeder.belief("acme", subject, rng.choice(["knows", "likes", "works_with"]), obj,
+                      object_entity=obj, turn_uid=uid, confidence=rng.choice([0.9, 0.7]),
+                      valid_from=T0 + timedelta(minutes=rng.choice([1, 2, 3])))
+    resident = Resident()
+    now = to_db(T0 + timedelta(days=2))
+    scopes = [Scope("acme", now), Scope("acme", now, as_of=to_db(T0 + timedelta(minutes=2)))]
+
+    def check() -> None:
+        held = resident.tenant(conn, "acme")
+        assert held is not None
+        for scope in scopes:
+            mine = replace(scope, held=held)
+            for ents in (people[:1], people[1:3], people):
+                assert held.touching(scope, ents, 7) == [
+                    r[0] for r in beliefs_touching(conn, scope, ents, "b.id", 7)]
+                assert beliefs_touching_each(conn, mine, ents, 3) == \
+                    beliefs_touching_each(conn, scope, ents, 3)
+            uids = [r[0] for r in conn.execute("SELECT turn_uid FROM turns")]
+            top = list(load_rows(conn, "episode", scope, range(1, 12)).values())
+            top += list(load_rows(conn, "belief", scope, range(1, 8)).values())
+            for ents in (people[:1], people[2:]):
+                theirs = graph.ego_pagerank(conn, scope, DEFAULT, ents, top)
+                assert graph.ego_pagerank(conn, mine, DEFAULT, ents, top) == theirs
+                assert len(theirs) > 5
+            if scope.as_of is None:  # not vacuous: the walk links episodes and beliefs
+                assert held.episodes_of_turns(scope, uids[:30])
+                assert held.beliefs_of_turns(scope, uids[:30])
+
+    check()
+    be = [r[0] for r in conn.execute("SELECT id FROM beliefs WHERE object_entity_id IS NOT "
+                                     "NULL ORDER BY id")]
+    with atomic(conn):
+        conn.execute("UPDATE beliefs SET status = 'superseded', valid_to = ? WHERE id = ?",
+                     (to_db(T0 + timedelta(minutes=90)), be[0]))
+        conn.execute("UPDATE beliefs SET object_entity_id = 'eve', subject_id = 'dee' "
+                     "WHERE id = ?", (be[1],))
+        conn.execute("UPDATE beliefs SET confidence = 0.95 WHERE id = ?", (be[2],))
+        conn.execute("DELETE FROM beliefs WHERE id = ?", (be[3],))
+        turn = conn.execute("SELECT t.id FROM turns t JOIN episode_turns et ON et.turn_id = "
+                            "t.id ORDER BY t.id LIMIT 1").fetchone()[0]
+        conn.execute("DELETE FROM episode_turns WHERE turn_id = ?", (turn,))
+    check()
+    assert resident.builds == 1

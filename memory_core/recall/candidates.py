@@ -92,6 +92,17 @@ class HeldRows(Protocol):
 
     def episodes(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]: ...
 
+    def touching(self, scope: Scope, entity_ids: Sequence[str], limit: int) -> list[int]: ...
+
+    def touching_each(self, scope: Scope, entity_ids: Sequence[str], per_entity: int
+                      ) -> dict[str, list[tuple[Any, ...]]]: ...
+
+    def episodes_of_turns(self, scope: Scope, turn_uids: Sequence[str]
+                          ) -> list[tuple[int, str]]: ...
+
+    def beliefs_of_turns(self, scope: Scope, turn_uids: Sequence[str]
+                         ) -> list[tuple[Any, ...]]: ...
+
 
 def belief_filter(scope: Scope, alias: str = "b") -> tuple[str, list[Any]]:
     """SQL condition (and its parameters) for a belief visible in ``scope``."""
@@ -148,7 +159,7 @@ def turn_filter(scope: Scope, alias: str = "t") -> tuple[str, list[Any]]:
 def beliefs_touching(conn: Connection, scope: Scope, entity_ids: Sequence[str], columns: str,
                      limit: int) -> list[tuple[Any, ...]]:
     """``columns`` (of ``b``) of the visible beliefs whose subject or object is one of
-    ``entity_ids``, most confident and most recent first, at most ``limit``.
+    ``entity_ids``, most confident and most recent first (ties by id), at most ``limit``.
 
     One indexed search per column, then their union: with ``subject OR object`` the
     planner walked every belief of the tenant (320 ms per entity at 200k beliefs).
@@ -163,7 +174,7 @@ def beliefs_touching(conn: Connection, scope: Scope, entity_ids: Sequence[str], 
         f"b.subject_id IN ({marks}) UNION "
         f"SELECT b.id FROM beliefs b INDEXED BY ix_beliefs_object WHERE {cond} AND "
         f"b.object_entity_id IN ({marks})) "
-        "ORDER BY b.confidence DESC, b.valid_from DESC LIMIT ?",
+        "ORDER BY b.confidence DESC, b.valid_from DESC, b.id LIMIT ?",
         [*params, *entity_ids, *params, *entity_ids, int(limit)]).fetchall()
 
 
@@ -175,6 +186,8 @@ def beliefs_touching_each(conn: Connection, scope: Scope, entity_ids: Sequence[s
     entity: ~15 statements a recall)."""
     if not entity_ids or per_entity <= 0:
         return {}
+    if scope.held is not None:
+        return scope.held.touching_each(scope, entity_ids, per_entity)
     cond, params = belief_filter(scope)
     marks = param_marks(len(entity_ids))
     rows = conn.execute(

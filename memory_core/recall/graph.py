@@ -75,11 +75,15 @@ def _link_episodes(conn: Connection, graph: Graph[Node], scope: Scope,
     uids = list(turn_of)[: graph.max_nodes]
     if not uids:
         return
+    if scope.held is not None:
+        for episode_id, turn_uid in scope.held.episodes_of_turns(scope, uids):
+            graph.add_edge(("belief", turn_of[turn_uid]), ("episode", episode_id))
+        return
     cond, params = episode_filter(scope)
     for episode_id, turn_uid in conn.execute(
             "SELECT e.id, t.turn_uid FROM turns t CROSS JOIN episode_turns et ON et.turn_id = "
             f"t.id CROSS JOIN episodes e ON e.id = et.episode_id WHERE t.tenant = ? AND "
-            f"t.turn_uid IN ({param_marks(len(uids))}) AND {cond}",
+            f"t.turn_uid IN ({param_marks(len(uids))}) AND {cond} ORDER BY t.turn_uid, e.id",
             [scope.tenant, *uids, *params]):
         graph.add_edge(("belief", turn_of[turn_uid]), ("episode", episode_id))
 
@@ -98,9 +102,11 @@ def _link_candidates(conn: Connection, graph: Graph[Node], scope: Scope,
     if not uids:
         return
     cond, params = belief_filter(scope)
-    for row_id, subject, obj, turn_uid in conn.execute(
-            f"SELECT {BELIEF_COLUMNS} FROM beliefs b "
-            f"WHERE {cond} AND b.turn_uid IN ({param_marks(len(uids))})", [*params, *uids]):
+    rows = scope.held.beliefs_of_turns(scope, uids) if scope.held is not None else (
+        conn.execute(f"SELECT {BELIEF_COLUMNS} FROM beliefs b "
+                     f"WHERE {cond} AND b.turn_uid IN ({param_marks(len(uids))}) "
+                     "ORDER BY b.turn_uid, b.id", [*params, *uids]))
+    for row_id, subject, obj, turn_uid in rows:
         _add_belief(graph, row_id, subject, obj)
         graph.add_edge(("belief", row_id), ("episode", episode_of[turn_uid]))
 

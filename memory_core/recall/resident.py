@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,6 +251,43 @@ class HeldTenant:
     # ``BELIEF_COLUMNS`` plus ``expires_at``.
     rows: dict[str, dict[int, tuple[Any, ...]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Lookups over ``rows`` (kept by ``put_row``/``drop_row``): entity -> the beliefs whose
+    # subject or object it is; turn uid -> the beliefs drawn from it, the episodes holding it.
+    by_entity: dict[str, set[int]] = field(default_factory=dict)
+    beliefs_by_turn: dict[str, set[int]] = field(default_factory=dict)
+    episodes_by_turn: dict[str, set[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for base, rows in self.rows.items():
+            for row in rows.values():
+                self._index(base, row, add=True)
+
+    def _keys(self, base: str, row: tuple[Any, ...]) -> list[tuple[dict[str, set[int]], str]]:
+        if base == "beliefs":
+            return [(self.by_entity, e) for e in {row[7], row[8]} if e] + (
+                [(self.beliefs_by_turn, row[6])] if row[6] else [])
+        return [(self.episodes_by_turn, uid) for uid in row[7]]
+
+    def _index(self, base: str, row: tuple[Any, ...], *, add: bool) -> None:
+        for lookup, key in self._keys(base, row):
+            if add:
+                lookup.setdefault(key, set()).add(row[0])
+            else:
+                ids = lookup.get(key)
+                if ids is not None:
+                    ids.discard(row[0])
+                    if not ids:
+                        del lookup[key]
+
+    def drop_row(self, base: str, row_id: int) -> None:
+        row = self.rows[base].pop(row_id, None)
+        if row is not None:
+            self._index(base, row, add=False)
+
+    def put_row(self, base: str, row: tuple[Any, ...]) -> None:
+        self.drop_row(base, row[0])
+        self.rows[base][row[0]] = row
+        self._index(base, row, add=True)
 
     @property
     def size(self) -> int:
@@ -299,6 +336,58 @@ class HeldTenant:
                 r = held.get(i)
                 if r is not None and episode_visible(scope, r[5], r[3], r[9]):
                     out[i] = episode_candidate(r)
+        return out
+
+    # The graph walk's and the entity bridge's statements (``candidates.beliefs_touching*``,
+    # ``graph._link_*``), answered with the same rows in the same order.
+    def _visible_beliefs(self, scope: Scope, ids: Iterable[int]) -> list[tuple[Any, ...]]:
+        """Rows of ``ids`` visible in ``scope``, most confident, then most recent, first
+        (ties by id), as ``beliefs_touching`` orders them."""
+        held = self.rows["beliefs"]
+        found = sorted((r for i in ids if (r := held.get(i)) is not None
+                        and belief_visible(scope, r[5], r[3], r[15], r[16])),
+                       key=lambda r: r[0])
+        found.sort(key=lambda r: r[3], reverse=True)  # stable: ties keep the id order
+        found.sort(key=lambda r: r[4], reverse=True)
+        return found
+
+    def touching(self, scope: Scope, entity_ids: Sequence[str], limit: int) -> list[int]:
+        with self.lock:
+            ids = {i for e in entity_ids for i in self.by_entity.get(e, ())}
+            return [r[0] for r in self._visible_beliefs(scope, ids)[:max(limit, 0)]]
+
+    def touching_each(self, scope: Scope, entity_ids: Sequence[str], per_entity: int
+                      ) -> dict[str, list[tuple[Any, ...]]]:
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        with self.lock:
+            for e in dict.fromkeys(entity_ids):
+                found = self._visible_beliefs(scope, self.by_entity.get(e, ()))[:per_entity]
+                if found:
+                    out[e] = [(r[0], r[7], r[8], r[6]) for r in found]
+        return out
+
+    def episodes_of_turns(self, scope: Scope, turn_uids: Sequence[str]
+                          ) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        with self.lock:
+            held = self.rows["episodes"]
+            for uid in sorted(set(turn_uids)):
+                for i in sorted(self.episodes_by_turn.get(uid, ())):
+                    r = held[i]
+                    if episode_visible(scope, r[5], r[3], r[9]):
+                        out.append((i, uid))
+        return out
+
+    def beliefs_of_turns(self, scope: Scope, turn_uids: Sequence[str]
+                         ) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        with self.lock:
+            held = self.rows["beliefs"]
+            for uid in sorted(set(turn_uids)):
+                for i in sorted(self.beliefs_by_turn.get(uid, ())):
+                    r = held[i]
+                    if belief_visible(scope, r[5], r[3], r[15], r[16]):
+                        out.append((i, r[7], r[8], uid))
         return out
 
 
@@ -558,10 +647,10 @@ def _catch_up(conn: Connection, held: HeldTenant) -> bool:
                 f"SELECT id, text FROM {base} WHERE tenant = ? AND id IN ({marks})",
                 [held.tenant, *ids]):
             postings.add(int(row_id), text or "")
-        rows = held.rows[base]
         for row_id in ids:
-            rows.pop(row_id, None)
-        rows.update(_rows(conn, base, held.tenant, sorted(ids)))
+            held.drop_row(base, row_id)
+        for row in _rows(conn, base, held.tenant, sorted(ids)).values():
+            held.put_row(base, row)
         vectors = held.vectors.get(base)
         if vectors is not None:
             sql = f"SELECT embedding FROM {vectors.table} WHERE rowid = ?"

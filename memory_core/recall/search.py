@@ -94,5 +94,6 @@ def beliefs_about(conn: Connection, scope: Scope, entity_ids: Sequence[str],
                   k: int) -> list[Candidate]:
     """Visible beliefs whose subject or object is one of ``entity_ids``: most confident and
     most recent first."""
-    ids = [r[0] for r in beliefs_touching(conn, scope, entity_ids, "b.id", k)]
+    ids = (scope.held.touching(scope, entity_ids, k) if scope.held is not None
+           else [r[0] for r in beliefs_touching(conn, scope, entity_ids, "b.id", k)])
     return in_order(load(conn, "belief", scope, ids), ids)
