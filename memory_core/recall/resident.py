@@ -319,24 +319,18 @@ class HeldTenant:
 
     # ``candidates.load`` reads a tenant's rows through these (``candidates.HeldRows``).
     def beliefs(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
-        out: dict[int, Candidate] = {}
-        with self.lock:
-            held = self.rows["beliefs"]
-            for i in ids:
-                r = held.get(i)
-                if r is not None and belief_visible(scope, r[5], r[3], r[15], r[16]):
-                    out[i] = belief_candidate(r)
-        return out
+        return self._candidates("beliefs", scope, ids)
 
     def episodes(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
-        out: dict[int, Candidate] = {}
+        return self._candidates("episodes", scope, ids)
+
+    def _candidates(self, base: str, scope: Scope, ids: Sequence[int]
+                    ) -> dict[int, Candidate]:
+        make = belief_candidate if base == "beliefs" else episode_candidate
         with self.lock:
-            held = self.rows["episodes"]
-            for i in ids:
-                r = held.get(i)
-                if r is not None and episode_visible(scope, r[5], r[3], r[9]):
-                    out[i] = episode_candidate(r)
-        return out
+            held = self.rows[base]
+            return {i: make(r) for i in ids
+                    if (r := held.get(i)) is not None and _visible(base, scope, r)}
 
     # The graph walk's and the entity bridge's statements (``candidates.beliefs_touching*``,
     # ``graph._link_*``), answered with the same rows in the same order.
@@ -345,8 +339,7 @@ class HeldTenant:
         (ties by id), as ``beliefs_touching`` orders them."""
         held = self.rows["beliefs"]
         found = sorted((r for i in ids if (r := held.get(i)) is not None
-                        and belief_visible(scope, r[5], r[3], r[15], r[16])),
-                       key=lambda r: r[0])
+                        and _visible("beliefs", scope, r)), key=lambda r: r[0])
         found.sort(key=lambda r: r[3], reverse=True)  # stable: ties keep the id order
         found.sort(key=lambda r: r[4], reverse=True)
         return found
@@ -373,8 +366,7 @@ class HeldTenant:
             held = self.rows["episodes"]
             for uid in sorted(set(turn_uids)):
                 for i in sorted(self.episodes_by_turn.get(uid, ())):
-                    r = held[i]
-                    if episode_visible(scope, r[5], r[3], r[9]):
+                    if _visible("episodes", scope, held[i]):
                         out.append((i, uid))
         return out
 
@@ -386,9 +378,16 @@ class HeldTenant:
             for uid in sorted(set(turn_uids)):
                 for i in sorted(self.beliefs_by_turn.get(uid, ())):
                     r = held[i]
-                    if belief_visible(scope, r[5], r[3], r[15], r[16]):
+                    if _visible("beliefs", scope, r):
                         out.append((i, r[7], r[8], uid))
         return out
+
+
+def _visible(base: str, scope: Scope, r: tuple[Any, ...]) -> bool:
+    """Whether a held row (``HeldTenant.rows``) is visible in ``scope``."""
+    if base == "beliefs":
+        return belief_visible(scope, r[5], r[3], r[15], r[16])
+    return episode_visible(scope, r[5], r[3], r[9])
 
 
 _CHANGES = f"SELECT seq, tbl, row_id FROM {changes.TABLE} WHERE tenant = ? AND seq > ? ORDER BY seq"
