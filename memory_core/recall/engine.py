@@ -65,7 +65,7 @@ class RecallRun:
     timings: dict[str, float] = field(default_factory=dict)
     ppr: dict[Any, float] = field(default_factory=dict)
     stats: search.TermStats | None = None
-    held: search.HeldPostings | None = None  # the tenant's postings in this process
+    held: search.HeldPostings | None = None  # the tenant's rows held in this process
     vector: np.ndarray | None = None
     named: list[str] = field(default_factory=list)  # entities the query names, hub included
 
@@ -357,8 +357,9 @@ def recall(conn: Connection, index: VectorIndex, *, query: object, tenant: objec
     """Run one recall; returns the result and a function building its explanation's JSON
     for the recall log (``explain.build_explanation``; ``Memory.recall`` calls it, and the
     log writer writes it in the background). ``fact_budget``: facts at most (0: no facts
-    channel). ``resident``: tenants' postings and vectors held in the process (the keyword
-    and dense lists come from them: the same ids as from the store)."""
+    channel). ``resident``: tenants' postings, vectors and rows held in the process (the
+    lists, the walk and the row loads read them: the same rows in the same order as from
+    the store; ``recall.resident``)."""
     started = time.perf_counter()
     prepared = prepare_query(query, max_chars=max_query_chars)
     # Every list reads the same state of the store (a helper thread's dense lane, when
