@@ -555,3 +555,41 @@ def test_held_rows_answer_the_walk_and_the_bridge_as_the_store(seeded) -> None:
         conn.execute("DELETE FROM episode_turns WHERE turn_id = ?", (turn,))
     check()
     assert resident.builds == 1
+
+
+def test_recalls_on_several_threads_while_a_writer_writes(seeded, settings) -> None:
+    """Two chat threads recall one tenant while another connection writes to it: no error,
+    and once the writer stops both give what the store gives."""
+    import threading
+
+    seeder, _ = seeded
+    for i in range(30):
+        seeder.turn("acme", f"kayak walrus lantern porto {i}")
+    off = Settings.from_env({"MNEMO_RECALL_RESIDENT_ROWS": "0"}, data_dir=settings.data_dir)
+    errors: list[BaseException] = []
+    with Memory.open(settings) as mem, Memory.open(off) as store:
+        for _ in range(2):
+            mem.recall("kayak porto", tenant="acme")
+        assert mem._resident is not None and mem._resident.wait()
+        stop = threading.Event()
+
+        def recall() -> None:
+            try:
+                while not stop.is_set():
+                    mem.recall("walrus lantern porto", tenant="acme")
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=recall) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for i in range(40):
+            seeder.turn("acme", f"another kayak by the porto river {i}")
+        stop.set()
+        for t in threads:
+            t.join()
+        assert errors == []
+        mine = mem.recall("kayak porto river", tenant="acme")
+        theirs = store.recall("kayak porto river", tenant="acme")
+        assert [i.item_id for i in mine.items] == [i.item_id for i in theirs.items]
+        assert mem._resident.builds == 1
