@@ -593,3 +593,26 @@ def test_recalls_on_several_threads_while_a_writer_writes(seeded, settings) -> N
         theirs = store.recall("kayak porto river", tenant="acme")
         assert [i.item_id for i in mine.items] == [i.item_id for i in theirs.items]
         assert mem._resident.builds == 1
+
+
+def test_an_older_snapshot_than_the_held_copy_serves_it_without_a_rebuild(store) -> None:
+    """Threads recall in their own read snapshots: one older than what another thread caught
+    the copy up to must not take the difference for a lost change (a rebuild per write)."""
+    lite, _ = store
+    with atomic(lite.conn):
+        for i in range(10):
+            _insert(lite.conn, "episodes", "ana", f"kayak {i}")
+    old, new = connect(lite.db.path), connect(lite.db.path)
+    resident = Resident()
+    assert resident.tenant(new, "ana") is not None
+    old.execute("BEGIN")
+    old.execute("SELECT count(*) FROM episodes").fetchone()  # its snapshot starts here
+    with atomic(lite.conn):
+        _insert(lite.conn, "episodes", "ana", "kayak later")
+    held = resident.tenant(new, "ana")  # caught up past the old snapshot
+    assert held is not None and held.tables["episodes"].rows == 11
+    assert resident.tenant(old, "ana") is held  # served, not rebuilt
+    assert resident.builds == 1
+    old.execute("ROLLBACK")
+    old.close()
+    new.close()

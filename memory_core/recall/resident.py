@@ -624,7 +624,13 @@ def _rows(conn: Connection, base: str, tenant: str, ids: Sequence[int] = ()
 
 def _catch_up(conn: Connection, held: HeldTenant) -> bool:
     """Apply the tenant's changes past ``held.seq``; False: rebuild instead (the log was
-    pruned past it, too much changed, or the held counts disagree with ``fts_stats``)."""
+    pruned past it, too much changed, or the held counts disagree with ``fts_stats``).
+
+    A snapshot that has seen no change since ``held.seq`` (nothing written, or another
+    thread's newer snapshot caught the copy up further) leaves it as it is: its counts
+    would be older than the copy's, not different from them."""
+    if int(conn.execute(_TOP).fetchone()[0]) <= held.seq:
+        return True
     pruned = int(get_meta(conn, changes.PRUNED_KEY) or 0)
     if held.seq < pruned:
         return False
