@@ -569,16 +569,14 @@ class Resident:
         if sum(stats.get(b, 0) for b in changes.LOGGED) > self.max_tenant_rows:
             return None
         seq = int(conn.execute(_TOP).fetchone()[0])  # the same snapshot as the rows below
+        rows = {base: _rows(conn, base, tenant) for base in changes.LOGGED}
         tables: dict[str, Postings] = {}
-        for base in changes.LOGGED:
-            postings = Postings()
-            for n, (row_id, text) in enumerate(conn.execute(
-                    f"SELECT id, text FROM {base} WHERE tenant = ?", (tenant,))):
+        for base, held_rows in rows.items():  # indexed from the rows' text (column 2)
+            postings = tables[base] = Postings()
+            for n, (row_id, row) in enumerate(held_rows.items()):
                 if n % 1000 == 999 and self._closed:
                     raise _Stopped
-                postings.add(int(row_id), text or "")
-            tables[base] = postings
-        rows = {base: _rows(conn, base, tenant) for base in changes.LOGGED}
+                postings.add(row_id, row[2] or "")
         vectors: dict[str, Vectors] = {}
         for base, table in vector_tables.items():
             held = vectors[base] = Vectors(table)
@@ -647,14 +645,9 @@ def _catch_up(conn: Connection, held: HeldTenant) -> bool:
             return False
         for row_id in ids:
             postings.drop(row_id)
-        marks = ",".join("?" * len(ids))
-        for row_id, text in conn.execute(  # a row gone since is left dropped
-                f"SELECT id, text FROM {base} WHERE tenant = ? AND id IN ({marks})",
-                [held.tenant, *ids]):
-            postings.add(int(row_id), text or "")
-        for row_id in ids:
             held.drop_row(base, row_id)
-        for row in _rows(conn, base, held.tenant, sorted(ids)).values():
+        for row in _rows(conn, base, held.tenant, sorted(ids)).values():  # gone: left out
+            postings.add(row[0], row[2] or "")
             held.put_row(base, row)
         vectors = held.vectors.get(base)
         if vectors is not None:
