@@ -70,14 +70,20 @@ def load_first(conn: Connection, kind: str, scope: Scope, ids: Sequence[int], k:
     return found[:k]
 
 
+def word_token(word: str) -> str | None:
+    """The token a search for ``word`` looks up, without the tenant's prefix (None: none)."""
+    toks = fts_index.tokens(word)
+    return toks[0] if toks else None
+
+
 def word_tokens(tenant: str, words: Sequence[str]) -> dict[str, str]:
     """word -> the indexed token a search for it looks up (words with none are left out)."""
     prefix = fts_index.tenant_prefix(tenant)
     out: dict[str, str] = {}
     for w in words:
-        toks = fts_index.tokens(w)
-        if toks:
-            out.setdefault(w, prefix + toks[0])
+        tok = word_token(w)
+        if tok is not None:
+            out.setdefault(w, prefix + tok)
     return out
 
 

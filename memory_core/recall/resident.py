@@ -82,13 +82,6 @@ RECALLED_KEPT = 100_000
 ROUNDING = 5e-5
 
 
-def _token(word: str) -> str | None:
-    """The token a search for ``word`` looks up (``keyword.word_tokens`` without the
-    tenant's prefix: postings here are one tenant's)."""
-    toks = fts_index.tokens(word)
-    return toks[0] if toks else None
-
-
 @dataclass
 class Postings:
     """One tenant's rows of one table as its FTS index holds them: per token {row: tf}, each
@@ -129,14 +122,14 @@ class Postings:
     def dfs(self, words: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for w in words:
-            t = _token(w)
+            t = keyword.word_token(w)
             if t is not None:
                 out[w] = len(self.terms.get(t, ()))
         return out
 
     def ranked_ids(self, plan: keyword.TermPlan, window: int) -> list[int]:
         """``keyword.ranked_ids`` from the held postings: the same rows in the same order."""
-        by_word = {w: t for w in (*plan.essential, *plan.other) if (t := _token(w))}
+        by_word = {w: t for w in (*plan.essential, *plan.other) if (t := keyword.word_token(w))}
         essential = list(dict.fromkeys(by_word[w] for w in plan.essential if w in by_word))
         others = [t for t in dict.fromkeys(by_word.values()) if t not in essential]
         if not (essential or others) or self.rows <= 0:
