@@ -225,10 +225,12 @@ def load(conn: Connection, kind: str, scope: Scope, ids: Sequence[int]) -> dict[
     ids = list(dict.fromkeys(int(i) for i in ids))
     if not ids:
         return {}
-    if kind == "belief":
-        return _load_beliefs(conn, scope, ids)
+    if kind == "belief":  # from the rows held in the process when the scope has them
+        return (scope.held.beliefs(scope, ids) if scope.held is not None
+                else _load_beliefs(conn, scope, ids))
     if kind == "episode":
-        return _load_episodes(conn, scope, ids)
+        return (scope.held.episodes(scope, ids) if scope.held is not None
+                else _load_episodes(conn, scope, ids))
     return _load_turns(conn, scope, ids)
 
 
@@ -258,8 +260,6 @@ def belief_candidate(r: Sequence[Any]) -> Candidate:
 
 
 def _load_beliefs(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
-    if scope.held is not None:
-        return scope.held.beliefs(scope, ids)
     cond, params = belief_filter(scope)
     rows = conn.execute(
         f"SELECT {BELIEF_COLUMNS} FROM beliefs b NOT INDEXED {BELIEF_TURN_JOIN} "
@@ -298,8 +298,6 @@ def episode_candidate(row: Sequence[Any]) -> Candidate:
 
 
 def _load_episodes(conn: Connection, scope: Scope, ids: list[int]) -> dict[int, Candidate]:
-    if scope.held is not None:
-        return scope.held.episodes(scope, ids)
     cond, params = episode_filter(scope)
     # One row per turn of each episode, in turn order: its pointers and first speaker come
     # with it (two correlated subqueries per episode cost twice as much).
