@@ -224,7 +224,7 @@ def test_the_change_log_is_added_to_a_store_made_before_it(tmp_path: Path) -> No
     db.close()
 
 
-@pytest.mark.parametrize("resident_rows", ["0", "1000000"])
+@pytest.mark.parametrize("resident_rows", ["1000000"])  # "0" on both sides compared nothing
 def test_recall_is_the_same_with_and_without_held_postings(seeded, tmp_path, resident_rows,
                                                          settings) -> None:
     """Through ``Memory.recall``, with writes and a forgotten episode between recalls."""
