@@ -22,6 +22,7 @@ from memory_core import Memory
 from memory_core.clock import to_db
 from memory_core.db import changes, open_state
 from memory_core.db.sqlite import atomic, connect
+from memory_core.recall.feedback import stored_vectors
 from memory_core.recall.keyword import TermPlan, TermStats, plan_terms, ranked_ids
 from memory_core.recall.resident import Resident
 from memory_core.settings import Settings
@@ -329,6 +330,14 @@ def test_held_vectors_find_the_stores_neighbours_through_writes(seeded) -> None:
                 assert [i for i, _ in mine] == [i for i, _ in theirs]
                 assert all(abs(a - b) < 1e-5
                            for (_, a), (_, b) in zip(mine, theirs, strict=True))
+        # The feedback round's seed vectors: the same values in the same order.
+        ids = [i for i, _ in index.search(db.conn, "episodes", "acme", queries[0], 6)][::-1]
+        ids += [ids[0], 10**9]  # a repeat and a row with no vector
+        table = index._active_table(db.conn, "episodes")
+        mine_v = held.stored_vectors("episodes", ids)
+        theirs_v = stored_vectors(db.conn, table, ids)
+        assert len(mine_v) == len(theirs_v) == 6
+        assert all(np.array_equal(a, b) for a, b in zip(mine_v, theirs_v, strict=True))
 
     check()
     for _ in range(10):

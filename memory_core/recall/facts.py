@@ -51,6 +51,7 @@ the system, not stated) are never facts.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -204,8 +205,15 @@ def object_match(object_text: str, terms: AbstractSet[str]) -> float:
     query with "call" and "plumber")."""
     if not terms:
         return 0.0
-    words = {stem(w) for w in query_terms(object_text)}
+    words = _object_words(object_text)
     return len(words & terms) / len(words) if words else 0.0
+
+
+@functools.lru_cache(maxsize=8192)
+def _object_words(object_text: str) -> frozenset[str]:
+    """An object's content words, stemmed (cached: a recall scores ~30 beliefs, mostly the
+    same ones as the tenant's last recall)."""
+    return frozenset(stem(w) for w in query_terms(object_text))
 
 
 def relevant(fc: FactCandidate, open_slot: bool = True,

@@ -180,6 +180,8 @@ class HeldPostings(TermCounts, Protocol):
 
     def nearest(self, table: str, vector: Any, k: int) -> list[tuple[int, float]]: ...
 
+    def stored_vectors(self, table: str, ids: Sequence[int]) -> list[Any]: ...
+
 
 @dataclass(frozen=True)
 class TermPlan:

@@ -322,6 +322,13 @@ class HeldTenant:
         with self.lock:
             return self.vectors[table].nearest(vector, k)
 
+    def stored_vectors(self, table: str, ids: Sequence[int]) -> list[np.ndarray]:
+        """``feedback.stored_vectors``: the stored vectors of ``ids``, in row id order."""
+        with self.lock:
+            vectors = self.vectors[table]
+            return [vectors.matrix[vectors.at[i]].copy() for i in sorted(set(ids))
+                    if i in vectors.at]
+
     # ``candidates.load`` reads a tenant's rows through these (``candidates.HeldRows``).
     def beliefs(self, scope: Scope, ids: Sequence[int]) -> dict[int, Candidate]:
         return self._candidates("beliefs", scope, ids)
