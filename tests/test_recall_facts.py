@@ -40,6 +40,8 @@ pytest_plugins = ("tests.helpers.recall_fixtures",)
     ("What did I eat when I was a kid?", True, "diet", ()),
     ("How many kids does John have?", False, "has_child", ()),
     ("Summarise the article about the sea", False, None, ()),
+    ("Have I been to Japan?", True, "visited", ()),
+    ("Are Jordan and Sam together?", False, "has_partner", ()),
 ])
 def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: bool,
                                                      predicate: str | None,
@@ -51,6 +53,18 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
         assert not intent.predicates
     else:
         assert intent.predicates[predicate] == max(intent.predicates.values())
+
+
+@pytest.mark.parametrize(("query", "predicates"), [
+    # LongMemEval: "has_partner" was the first fact shown for this cocktail question.
+    ("I've been thinking about making a cocktail for an upcoming get-together, but I'm not "
+     "sure which one to choose. Any suggestions?", {"plans_to", "committed_to"}),
+    ("What has Caroline been doing lately?", set()),
+    ("We should get together soon", set()),
+])
+def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
+    # "been" of a continuous tense is no visit; "together" of "get-together" no partner.
+    assert set(read_intent(query).predicates) == predicates
 
 
 @pytest.mark.parametrize(("query", "specifics"), [

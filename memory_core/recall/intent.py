@@ -171,7 +171,7 @@ def read_intent(text: str) -> Intent:
     relations: list[str] = []
     relation_words: set[str] = set()
     for i, word in enumerate(toks):
-        if _in_childhood(toks, i):
+        if _in_childhood(toks, i) or _not_a_cue(toks, i):
             continue
         for predicate, weight in CUES.get(word, {}).items():
             predicates[predicate] = max(predicates.get(predicate, 0.0), weight)
@@ -204,6 +204,18 @@ def _in_childhood(toks: list[str], i: int) -> bool:
         return False
     before = toks[max(0, i - 2):i]
     return before[-1:] in (["as"], ["were"]) or before in (["as", "a"], ["was", "a"])
+
+
+def _not_a_cue(toks: list[str], i: int) -> bool:
+    """Whether ``toks[i]`` is a cue word used in another sense: "been" of a continuous tense
+    ("I've been thinking about ...": no visit), "together" of "get-together" (a party, not a
+    partner)."""
+    word = toks[i]
+    if word == "been":
+        return toks[i + 1:i + 2] != [] and toks[i + 1].endswith("ing")
+    if word == "together":
+        return toks[i - 1:i] == ["get"]
+    return False
 
 
 def _value_kind(toks: list[str]) -> frozenset[str]:
