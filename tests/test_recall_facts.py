@@ -61,6 +61,8 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
      "sure which one to choose. Any suggestions?", {"plans_to", "committed_to"}),
     ("What has Caroline been doing lately?", set()),
     ("We should get together soon", set()),
+    ("When did Caroline and Melanie go to a pride festival together?", set()),
+    ("Did Jordan and Sam get back together?", {"has_partner", "married_to"}),
 ])
 def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
     # "been" of a continuous tense is no visit; "together" of "get-together" no partner.

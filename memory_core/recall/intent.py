@@ -208,13 +208,16 @@ def _in_childhood(toks: list[str], i: int) -> bool:
 
 def _not_a_cue(toks: list[str], i: int) -> bool:
     """Whether ``toks[i]`` is a cue word used in another sense: "been" of a continuous tense
-    ("I've been thinking about ...": no visit), "together" of "get-together" (a party, not a
-    partner)."""
+    ("I've been thinking about ...": no visit); "together" of doing something together ("when
+    did Caroline and Melanie go to a festival together?") or of a "get-together" (a party):
+    it asks about a couple only in "are/is ... together", "back together", "still together".
+    """
     word = toks[i]
     if word == "been":
         return toks[i + 1:i + 2] != [] and toks[i + 1].endswith("ing")
     if word == "together":
-        return toks[i - 1:i] == ["get"]
+        return toks[:1] not in (["are"], ["is"], ["were"], ["was"]) and \
+            toks[i - 1:i] not in (["back"], ["still"])
     return False
 
 
