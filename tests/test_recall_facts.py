@@ -65,7 +65,8 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
     ("Did Jordan and Sam get back together?", {"has_partner", "married_to"}),
 ])
 def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
-    # "been" of a continuous tense is no visit; "together" of "get-together" no partner.
+    # "been" of a continuous tense is no visit; "together" of a "get-together" or of doing
+    # something together is no partner ("are/is ... together", "back together" are).
     assert set(read_intent(query).predicates) == predicates
 
 
