@@ -63,10 +63,22 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
     ("We should get together soon", set()),
     ("When did Caroline and Melanie go to a pride festival together?", set()),
     ("Did Jordan and Sam get back together?", {"has_partner", "married_to"}),
+    # LoCoMo: a "likes" fact was shown for the first.
+    ("What day did Tim get into his study abroad program?",
+     {"studies", "studies_at", "graduated_from"}),
+    ("Around which US holiday did Maria get into a car accident?", {"bought", "owns"}),
+    ("Is John into jazz?", {"likes", "favorite", "prefers"}),
+    ("What is Melanie into?", {"likes", "favorite", "prefers"}),
+    ("How often does John work out with his family?", set()),
+    ("When was John's old area hit with a flood?", set()),
+    ("How old is Maya?", {"age_is", "born_on"}),
+    ("I'm going back to our previous conversation about the grant", set()),
 ])
 def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
     # "been" of a continuous tense is no visit; "together" of a "get-together" or of doing
-    # something together is no partner ("are/is ... together", "back together" are).
+    # something together is no partner ("are/is ... together", "back together" are); "get
+    # into" a place is no liking, "work out" no job, "John's old area" no age, "going back
+    # to" no plan.
     assert set(read_intent(query).predicates) == predicates
 
 

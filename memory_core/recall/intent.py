@@ -207,18 +207,36 @@ def _in_childhood(toks: list[str], i: int) -> bool:
 
 
 def _not_a_cue(toks: list[str], i: int) -> bool:
-    """Whether ``toks[i]`` is a cue word used in another sense: "been" of a continuous tense
+    """Whether ``toks[i]`` is a cue word used in another sense (each seen in LoCoMo or
+    LongMemEval questions, where it put a wrong fact first): "been" of a continuous tense
     ("I've been thinking about ...": no visit); "together" of doing something together ("when
     did Caroline and Melanie go to a festival together?") or of a "get-together" (a party):
-    it asks about a couple only in "are/is ... together", "back together", "still together".
+    it asks about a couple only in "are/is ... together", "back together", "still together";
+    "work out", "John's old area", "going back to", and "into" that does not say someone is
+    into something ("get into a program").
     """
     word = toks[i]
+    after, before = toks[i + 1:i + 2], toks[i - 1:i]
     if word == "been":
-        return toks[i + 1:i + 2] != [] and toks[i + 1].endswith("ing")
+        return after != [] and after[0].endswith("ing")
     if word == "together":
         return toks[:1] not in (["are"], ["is"], ["were"], ["was"]) and \
-            toks[i - 1:i] not in (["back"], ["still"])
+            before not in (["back"], ["still"])
+    if word == "work":  # "work out": exercise
+        return after == ["out"]
+    if word == "old":  # "John's old area": former, not an age
+        return before not in (["how"], ["years"], ["year"])
+    if word == "going":  # "going back to our conversation", "going through"
+        return after in (["back"], ["through"], ["over"])
+    if word == "into":  # "get into a program", "into a car accident": no liking
+        return not (before and before[0] in _INTO_LIKES) and toks[0] not in _INTO_LIKES \
+            and i < len(toks) - 1  # "what is Melanie into?"
     return False
+
+
+# What "into" follows when it says someone likes something ("is into jazz", "really into").
+_INTO_LIKES = frozenset(("is", "are", "was", "were", "im", "be", "been", "really", "so", "very",
+                         "getting", "got"))
 
 
 def _value_kind(toks: list[str]) -> frozenset[str]:
