@@ -164,33 +164,28 @@ class Vectors:
     (a new generation rebuilds the tenant)."""
 
     table: str
-    ids: list[int] = field(default_factory=list)
     at: dict[int, int] = field(default_factory=dict)  # row id -> its row in ``matrix``
+    # Row i of ``matrix`` (the first ``len(at)`` rows are in use) is the vector of row id
+    # ``ids[i]``; ``roots[i]`` is the square root, in double, of its sum of squares as
+    # sqlite-vec adds it (float32): a search converts neither (~20 us of ~180 at 700 rows).
     matrix: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.float32))
-    mags: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
-    # ``ids`` and the square roots of ``mags`` (in double) as arrays beside ``matrix``, so
-    # a search converts neither (~20 us of a ~180 us search at 700 rows).
-    id_array: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     roots: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
 
     def put(self, row_id: int, vector: np.ndarray) -> None:
         self.drop(row_id)
         vector = np.asarray(vector, np.float32)
-        n = len(self.ids)
+        n = len(self.at)
         if n == len(self.matrix):  # grow by doubling: a put costs O(1) amortised
             size = max(64, 2 * n)
             grown = np.zeros((size, len(vector)), np.float32)
-            mags, roots = np.zeros(size, np.float32), np.zeros(size, np.float64)
-            id_array = np.zeros(size, np.int64)
+            ids, roots = np.zeros(size, np.int64), np.zeros(size, np.float64)
             if n:
-                grown[:n], mags[:n] = self.matrix[:n], self.mags[:n]
-                roots[:n], id_array[:n] = self.roots[:n], self.id_array[:n]
-            self.matrix, self.mags, self.roots, self.id_array = grown, mags, roots, id_array
+                grown[:n], ids[:n], roots[:n] = self.matrix[:n], self.ids[:n], self.roots[:n]
+            self.matrix, self.ids, self.roots = grown, ids, roots
         self.matrix[n] = vector
-        self.mags[n] = _magnitudes(vector)
-        self.roots[n] = np.sqrt(np.float64(self.mags[n]))
-        self.id_array[n] = row_id
-        self.ids.append(row_id)
+        self.ids[n] = row_id
+        self.roots[n] = np.sqrt(np.float64(_magnitudes(vector)))
         self.at[row_id] = n
 
     def drop(self, row_id: int) -> None:
@@ -198,14 +193,12 @@ class Vectors:
         i = self.at.pop(row_id, None)
         if i is None:
             return
-        last = len(self.ids) - 1
+        last = len(self.at)  # the row count before the pop
         if i != last:
-            moved = self.ids[last]
-            self.matrix[i], self.mags[i] = self.matrix[last], self.mags[last]
-            self.roots[i], self.id_array[i] = self.roots[last], moved
-            self.ids[i] = moved
+            moved = int(self.ids[last])
+            self.matrix[i], self.ids[i], self.roots[i] = (self.matrix[last], moved,
+                                                          self.roots[last])
             self.at[moved] = i
-        self.ids.pop()
 
     def nearest(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest rows by cosine distance, nearest first, in the order sqlite-vec's
@@ -213,7 +206,7 @@ class Vectors:
         within ``ROUNDING``; rows closer than that to each other (or to the k-th) are
         ordered by the distance as sqlite-vec computes it (float32 sums in element order,
         ``1 - dot / (sqrt(|a|) * sqrt(|b|))`` in double), equal ones newest row first."""
-        n = len(self.ids)
+        n = len(self.at)
         q = np.asarray(vector, np.float32)
         q_mag = float(_magnitudes(q))
         if n == 0 or k <= 0 or q_mag == 0:
@@ -239,7 +232,7 @@ class Vectors:
             dots = np.cumsum(self.matrix[rows] * q, axis=1, dtype=np.float32)[:, -1]
             with np.errstate(divide="ignore", invalid="ignore"):
                 dist[tied] = (1.0 - dots.astype(np.float64) / norms[rows]).astype(np.float32)
-        ids = self.id_array[cand]
+        ids = self.ids[cand]
         order = np.lexsort((-ids, dist, group))[:k]
         return list(zip(ids[order].tolist(), dist[order].tolist(), strict=True))
 
