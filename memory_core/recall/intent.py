@@ -15,7 +15,7 @@ no belief uses simply finds nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -171,7 +171,8 @@ def read_intent(text: str) -> Intent:
     relations: list[str] = []
     relation_words: set[str] = set()
     for i, word in enumerate(toks):
-        if _in_childhood(toks, i) or _not_a_cue(toks, i):
+        sense = _OTHER_SENSE.get(word)
+        if sense is not None and sense(toks, i):  # a cue or relation word meaning else
             continue
         for predicate, weight in CUES.get(word, {}).items():
             predicates[predicate] = max(predicates.get(predicate, 0.0), weight)
@@ -198,45 +199,40 @@ def read_intent(text: str) -> Intent:
                       t for t in terms if t not in kind and not _asks_or_dates(t)))
 
 
-def _in_childhood(toks: list[str], i: int) -> bool:
-    """Whether ``toks[i]`` is a child word saying when ("as a child", "when we were kids")."""
-    if toks[i] not in _CHILDHOOD:
-        return False
+def _as_a_child(toks: list[str], i: int) -> bool:
+    """A child word saying when ("as a child", "when we were kids"), not who."""
     before = toks[max(0, i - 2):i]
     return before[-1:] in (["as"], ["were"]) or before in (["as", "a"], ["was", "a"])
 
 
-def _not_a_cue(toks: list[str], i: int) -> bool:
-    """Whether ``toks[i]`` is a cue word used in another sense (each seen in LoCoMo or
-    LongMemEval questions, where it put a wrong fact first): "been" of a continuous tense
-    ("I've been thinking about ...": no visit); "together" of doing something together ("when
-    did Caroline and Melanie go to a festival together?") or of a "get-together" (a party):
-    it asks about a couple only in "are/is ... together", "back together", "still together";
-    "work out", "John's old area", "going back to", and "into" that does not say someone is
-    into something ("get into a program").
-    """
-    word = toks[i]
-    after, before = toks[i + 1:i + 2], toks[i - 1:i]
-    if word == "been":
-        return after != [] and after[0].endswith("ing")
-    if word == "together":
-        return toks[:1] not in (["are"], ["is"], ["were"], ["was"]) and \
-            before not in (["back"], ["still"])
-    if word == "work":  # "work out": exercise
-        return after == ["out"]
-    if word == "old":  # "John's old area": former, not an age
-        return before not in (["how"], ["years"], ["year"])
-    if word == "going":  # "going back to our conversation", "going through"
-        return after in (["back"], ["through"], ["over"])
-    if word == "into":  # "get into a program", "into a car accident": no liking
-        return not (before and before[0] in _INTO_LIKES) and toks[0] not in _INTO_LIKES \
-            and i < len(toks) - 1  # "what is Melanie into?"
-    return False
+def _into_not_liking(toks: list[str], i: int) -> bool:
+    """"into" that does not say someone is into something ("get into a program", "into a car
+    accident"): it does after a form of "be" or an intensifier ("is into jazz", "really
+    into"), in a question that starts with one ("Is John into jazz?"), or at the end ("what
+    is Melanie into?")."""
+    return (i == 0 or toks[i - 1] not in _INTO_LIKES) and toks[0] not in _INTO_LIKES \
+        and i < len(toks) - 1
 
 
-# What "into" follows when it says someone likes something ("is into jazz", "really into").
+# What "into" follows when it says someone likes something.
 _INTO_LIKES = frozenset(("is", "are", "was", "were", "im", "be", "been", "really", "so", "very",
                          "getting", "got"))
+# Cue and relation words and when they mean something else, so ask for nothing: each seen in
+# LoCoMo or LongMemEval questions, where it put a wrong fact first.
+_OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType({
+    **dict.fromkeys(_CHILDHOOD, _as_a_child),
+    # A continuous tense, not a visit: "I've been thinking about ...".
+    "been": lambda toks, i: toks[i + 1:i + 2] != [] and toks[i + 1].endswith("ing"),
+    # Doing something together or a "get-together" (a party), not a couple: a couple is
+    # "are/is ... together", "back together", "still together".
+    "together": lambda toks, i: toks[:1] not in (["are"], ["is"], ["were"], ["was"])
+    and toks[i - 1:i] not in (["back"], ["still"]),
+    "work": lambda toks, i: toks[i + 1:i + 2] == ["out"],  # exercise, not a job
+    "old": lambda toks, i: toks[i - 1:i] not in (["how"], ["years"], ["year"]),  # former
+    # "going back to our conversation", "going through": no plan.
+    "going": lambda toks, i: toks[i + 1:i + 2] in (["back"], ["through"], ["over"]),
+    "into": _into_not_liking,
+})
 
 
 def _value_kind(toks: list[str]) -> frozenset[str]:
