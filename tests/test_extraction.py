@@ -516,3 +516,31 @@ def test_a_change_marker_makes_a_replacing_statement(text: str, predicate: str, 
                                                      replaces: bool) -> None:
     [cand] = [c for c in extract_heuristic(_turn(text)) if c.predicate == predicate]
     assert _norm(cand.object) == obj and cand.replaces is replaces and not cand.negated
+
+
+# --- "a few months ago", "a few times a week": how long ago or how often is not the thing ---
+@pytest.mark.parametrize(("text", "predicate", "obj"), [
+    ("I moved to Denver a few months ago.", "lives_in", "denver"),
+    ("I moved to Denver a couple of months ago.", "lives_in", "denver"),
+    ("I visited London a few years ago and loved it.", "visited", "london"),
+    ("I visited Paris several years ago.", "visited", "paris"),
+    ("I went to Rome many years ago.", "visited", "rome"),
+    ("I visited Lisbon some weeks ago.", "visited", "lisbon"),
+    ("I love hiking a few times a week.", "likes", "hiking"),
+    ("I love swimming twice a week.", "likes", "swimming"),
+    ("I love yoga three times a week.", "likes", "yoga"),
+    ("I love pottery once a month.", "likes", "pottery"),
+])
+def test_how_long_ago_or_how_often_is_no_part_of_the_object(text: str, predicate: str,
+                                                             obj: str) -> None:
+    assert [_norm(c.object) for c in extract_heuristic(_turn(text))
+            if c.predicate == predicate] == [obj]
+
+
+@pytest.mark.parametrize(("text", "predicate", "obj"), [
+    ("I love the Seven Years War era.", "likes", "seven years war era"),  # a name, not a span
+    ("I visited Twin Peaks.", "visited", "twin peaks"),
+])
+def test_a_time_word_inside_a_name_stays(text: str, predicate: str, obj: str) -> None:
+    assert [_norm(c.object) for c in extract_heuristic(_turn(text))
+            if c.predicate == predicate] == [obj]

@@ -83,6 +83,16 @@ _TRAILING = _set(
     "at home|so much|a ton|more and more|more than anything|in my free time|in my spare time|"
     "for fun|whenever i can|when i can|myself|personally"
 )
+# How long ago or how often, left at the end of an object by a vague span the date rules do
+# not resolve ("Denver a few months [ago]", "hiking a few times a week"). Lowercase only: a
+# capitalised "Seven Years" is a name.
+_QUANTITY = (r"(?:a\s+few|a\s+couple(?:\s+of)?|couple\s+of|several|many|some|a\s+number\s+of|"
+             r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve)")
+_PER = r"(?:\s+(?:a|per|each|every)\s+(?:day|week|month|year))"
+_TIME_TAIL = LazyRegex(
+    rf"\s+(?:{_QUANTITY}\s+(?:days?|weeks?|months?|years?|times?){_PER}?|(?:once|twice){_PER})"
+    r"(?:\s+ago)?$"
+)
 _DANGLING = _set(
     "to|of|the|a|an|my|and|or|with|for|at|in|on|your|our|from|by|is|was|are|about|like|so|very"
 )
@@ -188,6 +198,9 @@ def _trim(words: list[str], entity: bool, articles: bool) -> list[str]:
                 break
         if words and words[-1].lower().strip(".") in _DANGLING:
             words, changed = words[:-1], True
+        span = _TIME_TAIL.re.search(" ".join(words))
+        if span:
+            words, changed = span.string[: span.start()].split(), True
     if articles and words and words[0].lower() in ("a", "an"):
         words = words[1:]
     if articles and len(words) > 1 and words[0].lower() == "the" and words[1][:1].islower():
