@@ -208,15 +208,18 @@ def _as_a_child(toks: list[str], i: int) -> bool:
 def _into_not_liking(toks: list[str], i: int) -> bool:
     """"into" that does not say someone is into something ("get into a program", "into a car
     accident"): it does after a form of "be" or an intensifier ("is into jazz", "really
-    into"), in a question that starts with one ("Is John into jazz?"), or at the end ("what
-    is Melanie into?")."""
+    into"), in a question that starts with one ("Is John into jazz?"), or at the end, a time
+    word or two aside ("what is Melanie into?", "... into these days?")."""
     return (i == 0 or toks[i - 1] not in _INTO_LIKES) and toks[0] not in _INTO_LIKES \
-        and i < len(toks) - 1
+        and not _INTO_TAIL.issuperset(toks[i + 1:])
 
 
 # What "into" follows when it says someone likes something.
 _INTO_LIKES = frozenset(("is", "are", "was", "were", "im", "be", "been", "really", "so", "very",
                          "getting", "got"))
+# What may follow "into" at the end of a question that asks what someone likes.
+_INTO_TAIL = frozenset(("these", "days", "nowadays", "now", "lately", "recently", "currently",
+                        "anymore", "today"))
 # Cue and relation words and when they mean something else, so ask for nothing: each seen in
 # LoCoMo or LongMemEval questions, where it put a wrong fact first.
 _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType({
