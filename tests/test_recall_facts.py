@@ -76,12 +76,22 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
     ("When was John's old area hit with a flood?", set()),
     ("How old is Maya?", {"age_is", "born_on"}),
     ("I'm going back to our previous conversation about the grant", set()),
+    # "date" of a calendar is no partner; an outing with someone is.
+    ("What date is my dentist appointment?", set()),
+    ("On what date did I move to Denver?", {"moved_to", "lives_in"}),
+    ("What is my birth date?", {"born_on", "born_in"}),
+    ("What is my date of birth?", {"born_on", "born_in"}),
+    ("What is the due date for the report?", {"committed_to", "plans_to"}),
+    ("What type of date is Andrew going on?", {"has_partner", "married_to", "plans_to",
+                                               "committed_to"}),
+    ("When is my date with Sam?", {"has_partner", "married_to"}),
+    ("Did I go on a date last week?", {"has_partner", "married_to"}),
 ])
 def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
     # "been" of a continuous tense is no visit; "together" of a "get-together" or of doing
     # something together is no partner ("are/is ... together", "back together" are); "get
     # into" a place is no liking, "work out" no job, "John's old area" no age, "going back
-    # to" no plan.
+    # to" no plan, a calendar's "date" no partner.
     assert set(read_intent(query).predicates) == predicates
 
 

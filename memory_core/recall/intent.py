@@ -217,6 +217,21 @@ def _into_not_liking(toks: list[str], i: int) -> bool:
 # What "into" follows when it says someone likes something.
 _INTO_LIKES = frozenset(("is", "are", "was", "were", "im", "be", "been", "really", "so", "very",
                          "getting", "got"))
+def _calendar_date(toks: list[str], i: int) -> bool:
+    """"date" of a calendar ("what date", "the date of the wedding", "due date", "up to
+    date"), not an outing with someone: that is "a date", "first date", "type of date", "date
+    night", "my date with Sam", "going on dates"."""
+    before, after = toks[i - 1] if i else "", toks[i + 1] if i + 1 < len(toks) else ""
+    romantic = before in _ROMANTIC_BEFORE or after in ("night", "nights", "with") \
+        or (before == "my" and after != "of")
+    return not romantic
+
+
+# The words before "date(s)" that make it an outing with someone.
+_ROMANTIC_BEFORE = frozenset((
+    "a", "first", "second", "third", "blind", "dinner", "movie", "lunch", "coffee", "romantic",
+    "double", "another", "next", "of", "on", "few", "some", "many", "his", "her", "their",
+    "our", "your"))
 # What may follow "into" at the end of a question that asks what someone likes.
 _INTO_TAIL = frozenset(("these", "days", "nowadays", "now", "lately", "recently", "currently",
                         "anymore", "today"))
@@ -235,6 +250,7 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
     # "going back to our conversation", "going through": no plan.
     "going": lambda toks, i: toks[i + 1:i + 2] in (["back"], ["through"], ["over"]),
     "into": _into_not_liking,
+    **dict.fromkeys(("date", "dates"), _calendar_date),
 })
 
 
