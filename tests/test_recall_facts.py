@@ -76,6 +76,11 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
     ("When was John's old area hit with a flood?", set()),
     ("How old is Maya?", {"age_is", "born_on"}),
     ("I'm going back to our previous conversation about the grant", set()),
+    ("How long have I been vegan?", {"diet", "prefers", "is_a"}),
+    ("Have you ever been to Japan?", {"visited"}),
+    ("Where has Tim been?", {"visited"}),
+    ("What's going on with Sam?", set()),
+    ("What is going on with my sister?", {"has_sibling"}),
     # "date" of a calendar is no partner; an outing with someone is.
     ("What date is my dentist appointment?", set()),
     ("On what date did I move to Denver?", {"moved_to", "lives_in"}),

@@ -239,16 +239,20 @@ _INTO_TAIL = frozenset(("these", "days", "nowadays", "now", "lately", "recently"
 # LoCoMo or LongMemEval questions, where it put a wrong fact first.
 _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType({
     **dict.fromkeys(_CHILDHOOD, _as_a_child),
-    # A continuous tense, not a visit: "I've been thinking about ...".
-    "been": lambda toks, i: toks[i + 1:i + 2] != [] and toks[i + 1].endswith("ing"),
+    # A visit is "been to / in / at" a place or "where has X been?"; a continuous tense ("I've
+    # been thinking about ...") or a state ("How long have I been vegan?") is none.
+    "been": lambda toks, i: toks[i + 1:i + 2] not in ([], ["to"], ["in"], ["at"]),
     # Doing something together or a "get-together" (a party), not a couple: a couple is
     # "are/is ... together", "back together", "still together".
     "together": lambda toks, i: toks[:1] not in (["are"], ["is"], ["were"], ["was"])
     and toks[i - 1:i] not in (["back"], ["still"]),
     "work": lambda toks, i: toks[i + 1:i + 2] == ["out"],  # exercise, not a job
     "old": lambda toks, i: toks[i - 1:i] not in (["how"], ["years"], ["year"]),  # former
-    # "going back to our conversation", "going through": no plan.
-    "going": lambda toks, i: toks[i + 1:i + 2] in (["back"], ["through"], ["over"]),
+    # "going back to our conversation", "going through", "what is going on": no plan (a
+    # date someone is going on is one).
+    "going": lambda toks, i: toks[i + 1:i + 2] in (["back"], ["through"], ["over"])
+    or (toks[i + 1:i + 2] == ["on"] and toks[i - 2:i] in (["what", "is"], ["what", "'s"],
+                                                           ["what", "was"])),
     "into": _into_not_liking,
     **dict.fromkeys(("date", "dates"), _calendar_date),
 })
