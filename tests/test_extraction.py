@@ -544,3 +544,18 @@ def test_how_long_ago_or_how_often_is_no_part_of_the_object(text: str, predicate
 def test_a_time_word_inside_a_name_stays(text: str, predicate: str, obj: str) -> None:
     assert [_norm(c.object) for c in extract_heuristic(_turn(text))
             if c.predicate == predicate] == [obj]
+
+
+# --- two relatives' facts in one sentence -------------------------------------------------
+@pytest.mark.parametrize(("text", "expected"), [
+    ("My daughter Zoe is 9 and my son Adam is 6.",
+     {("Zoe", "age_is", "9"), ("Adam", "age_is", "6")}),
+    ("My daughter Zoe is 9, my son Adam is 6.",
+     {("Zoe", "age_is", "9"), ("Adam", "age_is", "6")}),
+    ("My sister Ana lives in Boston and my brother Sam lives in Austin.",
+     {("Ana", "lives_in", "boston"), ("Sam", "lives_in", "austin")}),
+    ("My wife works at KPMG and my son Max is 12.", {("Max", "age_is", "12")}),
+])
+def test_a_second_relative_in_the_same_sentence_has_facts_too(
+        text: str, expected: set[tuple[str, str, str]]) -> None:
+    assert expected <= _triples(text)

@@ -33,6 +33,9 @@ _FILLER = LazyRegex(
 _CLAUSE_SPLIT = LazyRegex(
     r",?\s*\bbut\b\s*|;\s*|(?<=\s)[—–-]\s+"
     r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my|he|she|they)\b)"
+    # "... and my son Adam is 6": a second relative's own statement (a verb within 3 words)
+    r"|(?:,\s*|\s+and\s+)(?=my\s+(?:[\w'’-]+\s+){1,3}(?:is|was|lives|works|has|just|turned|"
+    r"loves|likes|moved|joined|got|started)\b)"
     r"|\s+(?:and|so|because|plus)\s+(?=(?:I|we|he|she|they)\s+(?!(?:are|have\s+been|were|broke|split|separated|"
     r"got\s+(?:married|engaged)|called\s+it)\b))"
     r"|,\s*(?=(?:not|no\s+more|no\s+longer)\s)|,?\s+so\s+(?=(?:nothing|no|not|none|never)\b)"
