@@ -559,3 +559,20 @@ def test_a_time_word_inside_a_name_stays(text: str, predicate: str, obj: str) ->
 def test_a_second_relative_in_the_same_sentence_has_facts_too(
         text: str, expected: set[tuple[str, str, str]]) -> None:
     assert expected <= _triples(text)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("yo. I'm Luis, third year at UCLA, studying computer science",
+     {("@speaker", "name_is", "luis"), ("@speaker", "studies_at", "ucla")}),
+    ("I'm a sophomore at NYU.", {("@speaker", "studies_at", "nyu")}),
+    ("I'm a third-year at Stanford.", {("@speaker", "studies_at", "stanford")}),
+])
+def test_a_students_year_names_the_school(text: str, expected: set[tuple[str, str, str]]
+                                           ) -> None:
+    assert expected <= _triples(text)
+
+
+@pytest.mark.parametrize("text", ["I'm in my third year at Deloitte.", "I'm a senior at Google.",
+                                  "I'm in my second year in London."])
+def test_a_year_somewhere_else_is_no_school(text: str) -> None:
+    assert not [c for c in extract_heuristic(_turn(text)) if c.predicate == "studies_at"]

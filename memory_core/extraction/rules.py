@@ -287,6 +287,13 @@ WORK_RULES = (
        f"{_S} studies {{obj}}", max_words=3),
     _r("student_at", rf"{I_AM}\s+{ADV}an?\s+(?P<job>(?:[\w-]+\s+){{0,2}}?student)\s+(?:at|in)\s+"
        rf"(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper"),
+    # "I'm a third year at UCLA", "I'm Luis, third year at UCLA", "I'm a sophomore at NYU"
+    # ("in my third year at Deloitte" is a job's year: not read)
+    _r("year_at", rf"{I_AM}\s+(?:(?-i:[A-Z])[\w'’-]+,\s+)?(?:a\s+|an\s+)?"
+       r"(?:(?:first|second|third|fourth|fifth|final|last)[\s-]year|freshman|sophomore)"
+       r"(?:\s+(?:student|undergrad|undergraduate|grad\s+student|phd\s+student))?"
+       rf"\s+at\s+(?=(?-i:[A-Z])){OBJ}", f"{_S} studies_at {{obj}}", policy="proper",
+       confidence=0.7),
     _r("graduated", rf"\bI\s+{ADV}graduated\s+from\s+{OBJ}", f"{_S} graduated_from {{obj}}",
        date_role="event"),
     _r("works_on", rf"{I_AM}\s+{ADV}(?:working\s+on|building|writing|developing)\s+"

@@ -11,7 +11,7 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 from __future__ import annotations
 
 RULES_VERSION = "2026-12-03"
-RULES_DIGEST = "cb76d36c8aeeaeef3cd3d6bb"
+RULES_DIGEST = "ce23c482b05139eb14c19cac"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
