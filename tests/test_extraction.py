@@ -576,3 +576,26 @@ def test_a_students_year_names_the_school(text: str, expected: set[tuple[str, st
                                   "I'm in my second year in London."])
 def test_a_year_somewhere_else_is_no_school(text: str) -> None:
     assert not [c for c in extract_heuristic(_turn(text)) if c.predicate == "studies_at"]
+
+
+# --- "here": the place the turn named ----------------------------------------------------
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Hola from Mexico City! I moved here two weeks ago.",
+     {("@speaker", "lives_in", "mexico city"), ("@speaker", "moved_to", "mexico city")}),
+    ("Greetings from Paris! We moved here last month.", {("@speaker", "lives_in", "paris")}),
+    ("I'm in Austin now. I moved here for work.", {("@speaker", "lives_in", "austin")}),
+    ("My sister lives in Oslo. I moved here too.", {("@speaker", "lives_in", "oslo")}),
+])
+def test_here_is_the_place_the_turn_named(text: str, expected: set[tuple[str, str, str]]
+                                          ) -> None:
+    assert expected <= _triples(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I moved here two weeks ago.",  # no place named
+    "I visited Rome last year. I moved here in 2019.",  # a visit says nothing of "here"
+    "I'm from Boston. I moved here in May.",  # where one comes from is not where one is
+])
+def test_here_without_a_current_place_is_nothing(text: str) -> None:
+    assert not [c for c in extract_heuristic(_turn(text))
+                if c.predicate in ("lives_in", "moved_to") and not c.negated]

@@ -189,6 +189,17 @@ _WORD = LazyRegex(r"[^\W\d_][\w'’]*")
 _UNIT_WORDS = frozenset({"team", "department", "group", "division", "unit", "office", "shift",
                          "floor", "desk", "squad"})
 _REFERENT_REACH = 2  # "he"/"she" may name a person mentioned at most this many clauses back
+# Where the speaker is, said before "here" in the same turn: a greeting from a place ("Hola
+# from Mexico City!") or "I'm (now) in Austin"; a place someone lives or moved to counts too.
+_HERE_PLACE = LazyRegex(
+    r"(?:^(?:greetings|hello|hi|hola|hey|bonjour|ciao|salut|aloha|howdy)\s+from|"
+    r"\bI['’]?m\s+(?:now\s+|currently\s+|finally\s+)?in)\s+"
+    r"(?P<place>(?-i:[A-Z])[\w'’.-]*(?:\s+(?-i:[A-Z])[\w'’.-]*){0,3})",
+    re.IGNORECASE)
+_PLACE_PREDICATES = frozenset(("lives_in", "moved_to"))
+# "moved here", "live here": the verb and the preposition its place takes.
+_HERE = LazyRegex(r"\b(?P<verb>moved|moving|relocated|live|living|lived|based|settled)\s+here\b",
+                  re.IGNORECASE)
 
 
 @dataclass
@@ -198,8 +209,11 @@ class _Referent:
     text: str | None = None  # as it would be written: "Eli", "my son"
     gender: str | None = None  # "he", "she" or None (a name: either)
     age: int = 0  # clauses since the mention
+    place: str | None = None  # what "here" names: the last current place of the turn
 
     def resolve(self, clause: str) -> str:
+        if self.place is not None and "here" in clause.lower():
+            clause = _HERE.re.sub(self._there, clause)
         m = _PRONOUN_START.re.match(clause)
         if m is None or self.text is None or self.age > _REFERENT_REACH:
             return clause
@@ -209,7 +223,17 @@ class _Referent:
         verb = (" has " if m.group("been") else " is ") if m.group("s").strip() else " "
         return self.text + verb + clause[m.end("s"):]
 
+    def _there(self, m: re.Match[str]) -> str:
+        verb = m.group("verb")
+        prep = "to" if verb.lower() in ("moved", "moving", "relocated") else "in"
+        return f"{verb} {prep} {self.place}"
+
     def update(self, clause: str, cands: list[CandidateBelief]) -> None:
+        places = [c.object for c in cands if c.predicate in _PLACE_PREDICATES and not c.negated]
+        if places:
+            self.place = places[-1]
+        elif (said := _HERE_PLACE.re.search(clause)) and said.group("place"):
+            self.place = said.group("place").rstrip(".")
         self.age += 1
         third = [c.subject for c in cands if c.subject != SPEAKER]
         mentions = list(_rel_mention().finditer(clause)) if "my" in clause.lower() else []
