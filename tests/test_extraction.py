@@ -599,3 +599,8 @@ def test_here_is_the_place_the_turn_named(text: str, expected: set[tuple[str, st
 def test_here_without_a_current_place_is_nothing(text: str) -> None:
     assert not [c for c in extract_heuristic(_turn(text))
                 if c.predicate in ("lives_in", "moved_to") and not c.negated]
+
+
+def test_here_with_its_own_place_is_not_the_earlier_one() -> None:
+    got = _triples("My sister lives in Oslo. I live here in Boston.")
+    assert ("@speaker", "lives_in", "oslo") not in got

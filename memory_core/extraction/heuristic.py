@@ -198,7 +198,8 @@ _HERE_PLACE = LazyRegex(
     re.IGNORECASE)
 _PLACE_PREDICATES = frozenset(("lives_in", "moved_to"))
 # "moved here", "live here": the verb and the preposition its place takes.
-_HERE = LazyRegex(r"\b(?P<verb>moved|moving|relocated|live|living|lived|based|settled)\s+here\b",
+_HERE = LazyRegex(r"\b(?P<verb>moved|moving|relocated|live|living|lived|based|settled)\s+here\b"
+                  r"(?!\s*,?\s*(?:in|at|to)\s)",
                   re.IGNORECASE)
 
 
