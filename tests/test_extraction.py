@@ -530,6 +530,11 @@ def test_a_change_marker_makes_a_replacing_statement(text: str, predicate: str, 
     ("I love swimming twice a week.", "likes", "swimming"),
     ("I love yoga three times a week.", "likes", "yoga"),
     ("I love pottery once a month.", "likes", "pottery"),
+    # In a plan how long or how often is what is planned.
+    ("I'm planning to go to Denver for 4 days, from next Wednesday to Sunday.", "plans_to",
+     "go to denver for 4 days"),
+    ("I'm planning to do strength training exercises 2 times a week.", "plans_to",
+     "do strength training exercises 2 times a week"),
 ])
 def test_how_long_ago_or_how_often_is_no_part_of_the_object(text: str, predicate: str,
                                                              obj: str) -> None:

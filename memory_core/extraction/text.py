@@ -190,7 +190,10 @@ def _cut_words(words: list[str], entity: bool, split_and: bool) -> list[str]:
     return out
 
 
-def _trim(words: list[str], entity: bool, articles: bool) -> list[str]:
+def _trim(words: list[str], entity: bool, articles: bool, tails: bool = False) -> list[str]:
+    """Trailing fillers and dangling words off ``words``; with ``tails`` also how long ago or
+    how often (``_TIME_TAIL``): noise in a place or a liking, the content of a plan ("go to
+    Denver for 4 days", "train 2 times a week")."""
     changed = True
     while words and changed:
         changed = False
@@ -201,7 +204,7 @@ def _trim(words: list[str], entity: bool, articles: bool) -> list[str]:
                 break
         if words and words[-1].lower().strip(".") in _DANGLING:
             words, changed = words[:-1], True
-        span = _TIME_TAIL.re.search(" ".join(words))
+        span = _TIME_TAIL.re.search(" ".join(words)) if tails else None
         if span:
             words, changed = span.string[: span.start()].split(), True
     if articles and words and words[0].lower() in ("a", "an"):
@@ -255,7 +258,7 @@ def clean_object(
         raw = raw[lead.end() :] if lead else raw
     entity = policy in ("entity", "proper")
     words = _cut_words(raw.split(), entity, split_and)
-    words = _trim(words, entity, articles=policy != "phrase")
+    words = _trim(words, entity, articles=policy != "phrase", tails=policy != "phrase")
     if strip_possessive and len(words) > 1 and words[0].lower() in ("my", "our"):
         words = words[1:]
     if not words:
@@ -264,7 +267,8 @@ def clean_object(
     parts = [phrase]
     if split_and and phrase.lower() not in _COMPOUNDS:
         parts = [p for p in _AND_SPLIT.re.split(phrase) if p]
-        parts = [" ".join(_trim(p.split(), entity, policy != "phrase")) for p in parts]
+        parts = [" ".join(_trim(p.split(), entity, policy != "phrase", policy != "phrase"))
+                 for p in parts]
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
 
