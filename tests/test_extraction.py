@@ -609,3 +609,15 @@ def test_here_without_a_current_place_is_nothing(text: str) -> None:
 def test_here_with_its_own_place_is_not_the_earlier_one() -> None:
     got = _triples("My sister lives in Oslo. I live here in Boston.")
     assert ("@speaker", "lives_in", "oslo") not in got
+
+
+@pytest.mark.parametrize(("text", "expected", "absent"), [
+    # LoCoMo: Toby is Andrew's dog, walking with him and his girlfriend.
+    ("My girlfriend, Toby and I are going camping.", set(), ("@speaker", "has_partner", "toby")),
+    ("My wife, Sarah, and I went to Rome.", {("@speaker", "married_to", "sarah")}, None),
+    ("My wife Sarah and I went to Rome.", {("@speaker", "married_to", "sarah")}, None),
+])
+def test_a_list_of_three_is_no_name(text: str, expected: set[tuple[str, str, str]],
+                                    absent: tuple[str, str, str] | None) -> None:
+    got = _triples(text)
+    assert expected <= got and absent not in got

@@ -35,6 +35,7 @@ from memory_core.extraction.lexicon import (
     MONTH_RE,
     NAME,
     NAME2,
+    NAME_BODY,
     NATIONALITIES,
     OBJ,
     PET_ADJ,
@@ -335,7 +336,10 @@ PREFERENCE_RULES = (
 )
 
 RELATION_RULES = (
-    _r("my_rel_name", rf"\bmy\s+{REL_ADJS}{REL}(?:,\s*|\s+)(?:(?:named|called)\s+)?{NAME}",
+    # "My girlfriend, Toby and I": three people (with the name closed by a comma, "My wife,
+    # Sarah, and I", or without the comma, "My wife Sarah and I", it is her name).
+    _r("my_rel_name", rf"\bmy\s+{REL_ADJS}{REL}(?:,\s*(?!{NAME_BODY}\s+(?:and|&)\s+(?:I|me|we)\b)"
+       rf"|\s+)(?:(?:named|called)\s+)?{NAME}",
        f"{_S} {{rel_pred}} {{name}}", confidence=0.75),
     _r("name_is_my_rel", rf"{NAME}\s+(?:is|was)\s+my\s+{REL_ADJS}{REL}(?![\w'’-])",
        f"{_S} {{rel_pred}} {{name}}", confidence=0.75),
