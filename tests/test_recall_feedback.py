@@ -44,10 +44,11 @@ def test_feedback_reaches_a_memory_that_shares_words_with_the_best_hit(seeded, m
     for i in range(30):
         seeder.turn("acme", f"filler {i} about weather and traffic", session="s2")
     second = seeder.turn("acme", "Zelda played at the school concert on Friday", session="s3")
-    plain = mem.recall("Who takes violin lessons?", tenant="acme",
-                       strategy=DEFAULT.with_(feedback_seeds=0))
+    plain = mem.recall("Who takes violin lessons?", tenant="acme")
     assert all(second not in i.turn_uids for i in plain.items)
-    result = mem.recall("Who takes violin lessons?", tenant="acme")
+    assert "feedback_ms" not in plain.timings_ms
+    result = mem.recall("Who takes violin lessons?", tenant="acme",
+                        strategy=DEFAULT.with_(feedback_seeds=4))
     assert any(second in i.turn_uids for i in result.items)
     assert "feedback_ms" in result.timings_ms
 
@@ -59,6 +60,7 @@ def test_seed_terms_keep_the_query_first_and_drop_numbers() -> None:
                                                           "plays")
 
 
-def test_the_fast_preset_skips_the_feedback_round() -> None:
-    assert PRESETS["fast"].feedback_seeds == 0
-    assert DEFAULT.to_dict()["feedback"]["seeds"] == DEFAULT.feedback_seeds > 0
+def test_only_the_multi_hop_preset_runs_the_feedback_round() -> None:
+    assert {name: s.feedback_seeds > 0 for name, s in PRESETS.items()} == {
+        "default": False, "keyword": False, "fast": False, "archive": False, "multi_hop": True}
+    assert PRESETS["multi_hop"].to_dict()["feedback"]["seeds"] == 4

@@ -12,7 +12,10 @@ question. So the best ``seeds`` episodes of the first round seed two more lists:
   of the seeds' stored vectors (Rocchio), normalised.
 
 The seeds themselves are left out of both lists (they are ranked already). Both lists weigh
-less than the first round's in fusion.
+less than the first round's in fusion. Only the ``multi_hop`` preset runs the round
+(``RecallStrategy.feedback_seeds``): with its ranks counting only for what no direct list
+found, it changed no question's top-10 evidence on either benchmark and cost a sixth of a
+recall.
 """
 
 from __future__ import annotations

@@ -99,8 +99,12 @@ class RecallStrategy:
     neighbour_span: int = 1
     # Pseudo-relevance feedback (recall/feedback.py): the best ``feedback_seeds`` episodes
     # of the first round seed the ``feedback_fts`` and ``feedback_dense`` lists; the dense
-    # one searches with query + ``feedback_beta`` * mean(seed vectors).
-    feedback_seeds: int = 4
+    # one searches with query + ``feedback_beta`` * mean(seed vectors). Off by default, on
+    # in the ``multi_hop`` preset: with every other list as it is now (direct hits first,
+    # ``feedback_new_only``) the round changed no question's evidence in the top 10 of
+    # LoCoMo (883, fastembed) or LongMemEval (48, hash and fastembed), and cost a sixth of a
+    # recall's CPU (docs/benchmarks.md, session 18).
+    feedback_seeds: int = 0
     feedback_beta: float = 1.0
     feedback_query_terms: bool = True  # feedback_fts searches the query's terms too
     # The feedback lists add to a candidate's score only when no direct list found it: they
@@ -165,15 +169,16 @@ PRESETS: MappingProxyType[str, RecallStrategy] = MappingProxyType({
     "keyword": DEFAULT.with_(name="keyword", list_weights={
         "belief_dense": 0.0, "episode_dense": 0.0}),
     # No graph work: the cheapest useful recall.
-    "fast": DEFAULT.with_(name="fast", ppr_enabled=False, feedback_seeds=0,
+    "fast": DEFAULT.with_(name="fast", ppr_enabled=False,
                           list_weights={"graph": 0.0},
                           k={"episode_fts": 20, "episode_dense": 20, "belief_fts": 15,
                              "belief_dense": 15}),
     # Archived episodes too (kept but not recalled by default).
     "archive": DEFAULT.with_(name="archive", include_archive=True),
     # Reach further through the graph for questions that join several memories.
+    # And the feedback round: what shares words with the best hits.
     "multi_hop": DEFAULT.with_(name="multi_hop", ppr_max_nodes=800, list_weights={"graph": 0.9},
-                               component_weights={"ppr": 0.5}),
+                               component_weights={"ppr": 0.5}, feedback_seeds=4),
 })
 
 
