@@ -257,8 +257,9 @@ def clean_object(
         lead = _PROPER_AFTER_IN.re.match(raw)
         raw = raw[lead.end() :] if lead else raw
     entity = policy in ("entity", "proper")
+    plain = policy != "phrase"  # a thing named: no article, no "how long ago" or "how often"
     words = _cut_words(raw.split(), entity, split_and)
-    words = _trim(words, entity, articles=policy != "phrase", tails=policy != "phrase")
+    words = _trim(words, entity, articles=plain, tails=plain)
     if strip_possessive and len(words) > 1 and words[0].lower() in ("my", "our"):
         words = words[1:]
     if not words:
@@ -267,8 +268,7 @@ def clean_object(
     parts = [phrase]
     if split_and and phrase.lower() not in _COMPOUNDS:
         parts = [p for p in _AND_SPLIT.re.split(phrase) if p]
-        parts = [" ".join(_trim(p.split(), entity, policy != "phrase", policy != "phrase"))
-                 for p in parts]
+        parts = [" ".join(_trim(p.split(), entity, articles=plain, tails=plain)) for p in parts]
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
 

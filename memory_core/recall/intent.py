@@ -217,6 +217,11 @@ def _into_not_liking(toks: list[str], i: int) -> bool:
 # What "into" follows when it says someone likes something.
 _INTO_LIKES = frozenset(("is", "are", "was", "were", "im", "be", "been", "really", "so", "very",
                          "getting", "got"))
+# What may follow "into" at the end of a question that asks what someone likes.
+_INTO_TAIL = frozenset(("these", "days", "nowadays", "now", "lately", "recently", "currently",
+                        "anymore", "today"))
+
+
 def _calendar_date(toks: list[str], i: int) -> bool:
     """"date" of a calendar ("what date", "the date of the wedding", "due date", "up to
     date"), not an outing with someone: that is "a date", "first date", "type of date", "date
@@ -232,9 +237,6 @@ _ROMANTIC_BEFORE = frozenset((
     "a", "first", "second", "third", "blind", "dinner", "movie", "lunch", "coffee", "romantic",
     "double", "another", "next", "of", "on", "few", "some", "many", "his", "her", "their",
     "our", "your"))
-# What may follow "into" at the end of a question that asks what someone likes.
-_INTO_TAIL = frozenset(("these", "days", "nowadays", "now", "lately", "recently", "currently",
-                        "anymore", "today"))
 # Cue and relation words and when they mean something else, so ask for nothing: each seen in
 # LoCoMo or LongMemEval questions, where it put a wrong fact first.
 _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType({
