@@ -530,6 +530,9 @@ def test_a_change_marker_makes_a_replacing_statement(text: str, predicate: str, 
     ("I love swimming twice a week.", "likes", "swimming"),
     ("I love yoga three times a week.", "likes", "yoga"),
     ("I love pottery once a month.", "likes", "pottery"),
+    # Written without capitals: the place is read by its own rule, and trimmed the same way.
+    ("i moved to denver a few months ago", "lives_in", "denver"),
+    ("we moved to mountain view a couple of years ago", "moved_to", "mountain view"),
 ])
 def test_how_long_ago_or_how_often_is_no_part_of_the_object(text: str, predicate: str,
                                                              obj: str) -> None:

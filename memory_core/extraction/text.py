@@ -292,7 +292,7 @@ def clean_lower_place(raw: str) -> str | None:
     mountain view") -> "Mountain View"; None for anything that reads like a common noun."""
     cut = _HARD_CUT.re.search(raw)
     raw = raw[: cut.start()] if cut else raw
-    words = _trim(_cut_words(raw.split(), True, False), True, articles=False)
+    words = _trim(_cut_words(raw.split(), True, False), True, articles=False, tails=True)
     if not words or len(words) > 3:
         return None
     low = [w.lower().rstrip(".") for w in words]
