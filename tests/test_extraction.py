@@ -619,6 +619,13 @@ def test_here_with_its_own_place_is_not_the_earlier_one() -> None:
 @pytest.mark.parametrize(("text", "expected", "absent"), [
     # LoCoMo: Toby is Andrew's dog, walking with him and his girlfriend.
     ("My girlfriend, Toby and I are going camping.", set(), ("@speaker", "has_partner", "toby")),
+    # The same list before a verb that splits clauses ("and I went"): still no name, and
+    # what the three did is still the speaker's.
+    ("My girlfriend, Toby and I went to Rome.", {("@speaker", "visited", "rome")},
+     ("@speaker", "has_partner", "toby")),
+    ("My brother, Tom and I moved to Denver.", {("@speaker", "lives_in", "denver")},
+     ("@speaker", "has_sibling", "tom")),
+    ("Meet my girlfriend, Toby!", {("@speaker", "has_partner", "toby")}, None),
     ("My wife, Sarah, and I went to Rome.", {("@speaker", "married_to", "sarah")}, None),
     ("My wife Sarah and I went to Rome.", {("@speaker", "married_to", "sarah")}, None),
 ])

@@ -30,6 +30,12 @@ _FILLER = LazyRegex(
     r"for\s+me)\b[\s,!.:;-]*){1,4}",
     re.IGNORECASE,
 )
+# "My girlfriend, Toby and I went hiking": one list of three people, not a clause "My
+# girlfriend, Toby" and another "I went hiking" (the relation rules then read no name:
+# ``rules.my_rel_name``). The "and" is marked so that no split sees a space after it.
+_LIST_WITH_SPEAKER = LazyRegex(r"(\bmy\s+[\w'’-]+,\s*(?-i:[A-Z])[\w'’-]*\s+and)(?=\s+(?:I|we)\b)",
+                               re.IGNORECASE)
+_NO_SPLIT = "\u2060"  # a word joiner: no space, removed again from every clause
 _CLAUSE_SPLIT = LazyRegex(
     r",?\s*\bbut\b\s*|;\s*|(?<=\s)[—–-]\s+"
     r"|,\s*(?:and|so|then|because|cause|plus)\s+(?=(?:I|we|my|he|she|they)\b)"
@@ -167,7 +173,8 @@ def sentences(text: str) -> list[str]:
 
 def clauses(sentence: str) -> list[str]:
     """Independent clauses, so a question or hypothetical in one does not hide another."""
-    parts = (strip_fillers(p) for p in _CLAUSE_SPLIT.re.split(sentence))
+    marked = _LIST_WITH_SPEAKER.re.sub(rf"\1{_NO_SPLIT}", sentence)
+    parts = (strip_fillers(p.replace(_NO_SPLIT, "")) for p in _CLAUSE_SPLIT.re.split(marked))
     return [p for p in parts if p]
 
 
