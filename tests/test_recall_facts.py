@@ -293,6 +293,25 @@ def test_one_word_in_common_does_not_name_the_object(seeded, mem) -> None:
     assert [f.object for f in studio] == ["pottery studio"]
 
 
+def test_a_person_asked_about_does_not_name_a_free_text_object(seeded, mem) -> None:
+    seeder, _ = seeded
+    for entity_id, name in (("gina", "Gina"), ("jon", "Jon"), ("toby", "Toby")):
+        seeder.entity("acme", entity_id, name)
+    seeder.belief("acme", "jon", "works_at", "dance studio", subject_name="Jon")
+    seeder.belief("acme", "toby", "likes", "walks", subject_name="Toby")
+    # LoCoMo: Gina's "Remember Jon, Just do it!" was a fact for 13 questions naming Jon.
+    seeder.belief("acme", "gina", "remembers", "Jon, Just do it", subject_name="Gina")
+    seeder.belief("acme", "gina", "remembers", "Jon, keep dancing daily", subject_name="Gina")
+    seeder.belief("acme", "gina", "has_pet", "Toby", object_entity="toby", subject_name="Gina")
+    assert mem.recall("What did Jon say about Gina's store?", tenant="acme").facts == ()
+    # A person who is the object is still the object named.
+    toby = mem.recall("What did Gina say about grooming Toby?", tenant="acme").facts
+    assert [f.text for f in toby] == ["Gina has a pet: Toby"]
+    # Words besides the name still name the object.
+    said = mem.recall("Did Gina tell Jon to keep dancing?", tenant="acme").facts
+    assert [f.object for f in said] == ["Jon, keep dancing daily"]
+
+
 def test_my_son_is_the_relative_named_for_the_word(seeded, mem) -> None:
     seeder, _ = seeded
     seeder.entity("acme", "son", "user's son")

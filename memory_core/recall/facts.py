@@ -23,7 +23,8 @@ PageRank scaled to the best node). A belief in ``conflict`` with a more trusted 
 
 A candidate is a fact for this query only when it answers what the query asks: the asked
 subject with an asked predicate, or an object the query names (more than half of its content
-words, ``OBJECT_NAMED``), or an asked predicate with
+words, ``OBJECT_NAMED``; the names of the people the query asks about count in an object of
+free text on neither side), or an asked predicate with
 a named entity, a keyword match or a close dense neighbour. The asked subject and predicate
 are the answer for a functional slot (one value: lives_in, works_at); for a many-valued one
 (bought, visited, likes, plans_to) a value is the answer only when the query leaves the
@@ -169,8 +170,9 @@ def _rank_value(ranks: Mapping[str, int], name: str) -> float:
 
 
 def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[str],
-          intent: Intent, ppr: float) -> None:
-    """Set ``fc.components`` and ``fc.score`` (see the module docstring)."""
+          intent: Intent, ppr: float, names: AbstractSet[str] = frozenset()) -> None:
+    """Set ``fc.components`` and ``fc.score`` (see the module docstring). ``names``: the
+    words of the names of the people the query asks about (``object_match``)."""
     cand = fc.cand
     subject = about.get(cand.subject_id or "", 0.0)
     predicate = float(intent.predicates.get(fc.predicate, 0.0))
@@ -184,7 +186,10 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
         "subject": subject, "predicate": predicate, "joint": subject * predicate,
         # A name matches the query that names its person; it answers only a name question.
         "object": 0.0 if fc.predicate in NAME_PREDICATES and not predicate
-        else object_match(fc.object_text, intent.terms),
+        # A person named in an object of free text ("asked to remember: Jon, just do it")
+        # is not the object named; a person who is the object ("has a pet: Toby") is.
+        else object_match(fc.object_text, intent.terms,
+                          names if cand.object_entity_id is None else frozenset()),
         "entity": 1.0 if (cand.subject_id in named_set or cand.object_entity_id in named_set
                           or (cand.object_entity_id in about
                               and about.get(cand.subject_id or "") == OWNER_WITH_RELATION))
@@ -200,12 +205,14 @@ def score(fc: FactCandidate, about: Mapping[str, float], named_set: AbstractSet[
     fc.score = total
 
 
-def object_match(object_text: str, terms: AbstractSet[str]) -> float:
+def object_match(object_text: str, terms: AbstractSet[str],
+                 names: AbstractSet[str] = frozenset()) -> float:
     """Share of the object's content words the query says (1: "call the plumber" for a
-    query with "call" and "plumber")."""
+    query with "call" and "plumber"); words in ``names`` (of the people the query asks
+    about) count on neither side."""
     if not terms:
         return 0.0
-    words = _object_words(object_text)
+    words = _object_words(object_text) - names
     return len(words & terms) / len(words) if words else 0.0
 
 
@@ -314,6 +321,13 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         existing.ranks.setdefault(LIST, rank)
     top_ppr = max(ppr_scores.values(), default=0.0)
     named_set = frozenset(named)
+    # The people the query names and asks about (subjects, as in ``asked_subjects``): their
+    # names say whom it asks about, not which object ("Gina asked to remember: Jon, just do
+    # it" is no answer to every question naming Jon).
+    people = {s for c in beliefs.values()
+              if (s := c.subject_id) is not None and s in about and s != HUB}
+    known = _names(conn, scope.tenant, {*named, *people})
+    people_words = frozenset(stem(w) for e in people for w in words(known.get(e, "")))
     scored: list[FactCandidate] = []
     for key, cand in beliefs.items():
         row = cand.claim  # loaded with the candidate (candidates._load_beliefs)
@@ -321,12 +335,12 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
             continue  # an ego anchor, or a negation (never a current belief)
         fc = FactCandidate(cand, *row)
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
-        score(fc, about, named_set, intent, ppr)
+        score(fc, about, named_set, intent, ppr, people_words)
         scored.append(fc)
     # The query leaves the slot open when it says nothing of the value but names (read only
     # when it says something else).
     open_slot = not intent.specifics or intent.specifics <= {
-        stem(w) for n in _names(conn, scope.tenant, named).values() for w in words(n)}
+        stem(w) for e in named for w in words(known.get(e, ""))}
     asked = asked_subjects(about, scored)
     elsewhere = {id(fc) for fc in scored if about_someone_else(fc, about, asked)}
     answers = {id(fc): id(fc) not in elsewhere and relevant(fc, open_slot, evidence_turns)
