@@ -14,6 +14,7 @@ from memory_core.model.belief_rules import (
     content_key,
     count_contribution,
     fact_text,
+    in_third_person,
     normalize_object,
     render_text,
     resolve_slot,
@@ -182,3 +183,21 @@ def test_every_fact_phrase_names_a_predicate_and_reads_as_a_sentence() -> None:
         text = fact_text("Maya", predicate, "OBJ")
         assert text.startswith("Maya") and "OBJ" in text and "{" not in text
         assert render_text("Maya", predicate, "OBJ") != text  # stored text unchanged
+
+
+@pytest.mark.parametrize(("obj", "speaker", "expected"), [
+    ("my online store", None, "their online store"),
+    ("having movie marathons with our friends", None, "having movie marathons with their friends"),
+    ("bring my laptop with me", None, "bring their laptop with them"),
+    ("I had a tattoo of my four dogs", None, "they had a tattoo of their four dogs"),
+    ("talking about what we're thankful for", None, "talking about what they're thankful for"),
+    ("I am allergic to nuts", None, "they are allergic to nuts"),
+    ("my lasagna", "Maya", "Maya's lasagna"),
+    ("time for me", "the user", "time for the user"),
+    ("My Little Pony", None, "My Little Pony"),  # a name
+    ("Jon, Just do it", None, "Jon, Just do it"),
+    ("mystery novels and summer", None, "mystery novels and summer"),  # words, not pronouns
+])
+def test_first_person_words_of_an_object_are_its_speakers(obj: str, speaker: str | None,
+                                                          expected: str) -> None:
+    assert in_third_person(obj, speaker) == expected

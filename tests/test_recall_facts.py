@@ -91,6 +91,13 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
                                                "committed_to"}),
     ("When is my date with Sam?", {"has_partner", "married_to"}),
     ("Did I go on a date last week?", {"has_partner", "married_to"}),
+    # "working on" something is a project, not where one works; "work on Mondays" is when.
+    ("What am I working on?", {"works_on"}),
+    ("What is Jon working on opening?", {"works_on"}),
+    ("What did Joanna work on last year?", {"works_on"}),
+    ("Is Tim working on the new website?", {"works_on"}),
+    ("Where do I work on Mondays?", {"works_at", "job_title_is"}),
+    ("Does Jon work on the weekend?", {"works_at", "job_title_is"}),
 ])
 def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
     # "been" of a continuous tense is no visit; "together" of a "get-together" or of doing
@@ -226,6 +233,24 @@ def test_32_turn_chat_puts_maya_lives_in_denver_first(tmp_path: Path, embedder: 
         assert tom.text == "Tom lives in Chicago"
         work = mem.recall("Where do I work?", tenant="t1").facts[0]
         assert (work.object, work.superseded) == ("Peak Analytics", ("Harbor Labs",))
+
+
+def test_a_fact_says_whose_its_first_person_words_are(tmp_path: Path) -> None:
+    """"my" in an object is its speaker's: shown as "Maya's" in a fact about her sister
+    (the model would read "Elin likes my lasagna" as its user's own words), "their" in one
+    about the speaker; the stored object is as said."""
+    settings = store(tmp_path / "data")
+    t0 = datetime(2024, 1, 10, 18, 0, tzinfo=UTC)
+    said = ("I'm Maya. My sister Elin loves my lasagna.", "I am working on my novel.")
+    turns = [{"tenant": "t1", "session_id": "s0", "turn_uid": f"u{i}", "speaker": "user",
+              "text": text, "index": i, "occurred_at": t0} for i, text in enumerate(said)]
+    write_like_a_worker(settings, "t1", turns)
+    with Memory.open(settings) as mem:
+        sister = mem.recall("What does my sister like?", tenant="t1").facts
+        assert ("Elin likes Maya's lasagna", "my lasagna") in [(f.text, f.object)
+                                                                for f in sister]
+        novel = mem.recall("What am I working on?", tenant="t1").facts
+        assert [f.text for f in novel] == ["Maya works on their novel"]
 
 
 def test_a_fact_answers_the_question_not_merely_names_its_person(seeded, mem) -> None:

@@ -126,8 +126,48 @@ FACT_PHRASES = {
 }
 
 
-def fact_text(subject_name: str, predicate: str, object_text: str) -> str:
-    """A current fact as a sentence for the prompt (``FACT_PHRASES``, else ``render_text``)."""
+# First-person words in an object are its speaker's ("Gina works on my online store", said
+# by Gina; "Elin likes my cooking", said by the user about her sister). In a sentence about
+# the subject, shown to a model that talks to the user, "my" reads as the narrator's or the
+# user's own: the fact says whose instead. Lowercase words only ("My Little Pony" is a name).
+_FIRST_PERSON = re.compile(
+    r"\b(?:(?P<own>my|our|mine|ours)|(?P<obj>me|us|myself|ourselves)"
+    r"|(?P<subj>(?-i:I)|we)(?P<rest>['’](?:m|re|ve|d|ll)\b|\s+(?:am|was|were|are)\b)?)\b")
+_THEIR = {"my": "their", "our": "their", "mine": "theirs", "ours": "theirs", "me": "them",
+          "us": "them", "myself": "themselves", "ourselves": "themselves"}
+_THEY_VERB = {"m": "'re", "re": "'re", "ve": "'ve", "d": "'d", "ll": "'ll", "am": " are",
+              "was": " were", "were": " were", "are": " are"}
+
+
+def in_third_person(object_text: str, speaker: str | None) -> str:
+    """``object_text`` with its first-person words made the speaker's: "their" (and "they",
+    "them") when the speaker is the fact's subject (``speaker`` None), else "<speaker>'s"
+    (and "<speaker>") for what the speaker owns or is; a clause the speaker leads ("I think",
+    said of someone else) is left as said."""
+
+    def swap(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if m.group("own"):
+            return _THEIR[word] if speaker is None else f"{speaker}'s"
+        if m.group("obj"):
+            return _THEIR[word] if speaker is None else speaker
+        if speaker is not None:
+            return word
+        rest = m.group("rest")
+        if not rest:
+            return "they"
+        tail = rest.lstrip("'’ ").lower()
+        return "they" + _THEY_VERB[tail]
+
+    return _FIRST_PERSON.sub(swap, object_text)
+
+
+def fact_text(subject_name: str, predicate: str, object_text: str,
+              speaker: str | None = None) -> str:
+    """A current fact as a sentence for the prompt (``FACT_PHRASES``, else ``render_text``).
+    ``speaker``: who said it when that is not the subject (None: the subject); first-person
+    words in the object are made theirs (``in_third_person``)."""
+    object_text = in_third_person(object_text, speaker)
     phrase = FACT_PHRASES.get(predicate)
     if phrase is None:
         return render_text(subject_name, predicate, object_text)

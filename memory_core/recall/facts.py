@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import fact_text, normalize_object
+from memory_core.model.entities import SELF_LABELS
+from memory_core.model.hygiene import normalize_label
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import Candidate, Scope, belief_filter, load, param_marks
@@ -365,19 +367,31 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
             seen.add(same)
             kept.append(fc)
             reasons[fc.cand.key] = f"kept: fact {len(kept)}"
-    names = _names(conn, scope.tenant, (f.cand.subject_id or HUB for f in kept))
+    names = _names(conn, scope.tenant, (*(f.cand.subject_id or HUB for f in kept), HUB))
     facts = tuple(_fact(i, fc, names, _earlier(conn, scope.tenant, fc))
                   for i, fc in enumerate(kept, start=1))
     return FactsOutcome(facts, [f.cand for f in scored], reasons, [f.cand for f in kept])
+
+
+def _other_speaker(cand: Candidate, subject: str, names: Mapping[str, str]) -> str | None:
+    """Who said the fact when that is not its subject ("Elin likes my cooking", said by the
+    user), by name; None when the subject said it (or no one is known to have)."""
+    if cand.speaker is None:
+        return None
+    label = normalize_label(cand.speaker)
+    if label in SELF_LABELS:
+        return None if (cand.subject_id or HUB) == HUB else names.get(HUB, "the user")
+    return None if label == normalize_label(subject) else cand.speaker
 
 
 def _fact(handle: int, fc: FactCandidate, names: Mapping[str, str],
           earlier: tuple[str, ...]) -> RecallFact:
     cand = fc.cand
     subject = names.get(cand.subject_id or HUB, cand.subject_id or HUB)
+    text = fact_text(subject, fc.predicate, fc.object_text, _other_speaker(cand, subject, names))
     return RecallFact(
         handle=handle, fact_id=cand.item_id, subject=subject, predicate=fc.predicate,
-        object=fc.object_text, text=fact_text(subject, fc.predicate, fc.object_text),
+        object=fc.object_text, text=text,
         valid_from=cand.occurred_at, valid_to=fc.valid_to,
         confidence=float(cand.confidence or 0.0), source=_speaker_source(cand, fc.source),
         turn_uids=cand.turn_uids, score=fc.score, components=dict(fc.components),

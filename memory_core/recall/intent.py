@@ -183,6 +183,8 @@ def read_intent(text: str) -> Intent:
             if any(w in POSSESSIVES for w in toks[max(0, i - 3):i]):
                 relations.append(relation)
                 relation_words.add(word)
+    if any(_works_on(toks, i) for i, w in enumerate(toks) if w in _WORK_WORDS):
+        predicates["works_on"] = 1.0
     if _asks_what_one_does(toks):
         # "what does Luis do?", "what does my son do for work?", "... for a living?"
         predicates.pop("lives_in", None)
@@ -214,12 +216,25 @@ def _into_not_liking(toks: list[str], i: int) -> bool:
         and not _INTO_TAIL.issuperset(toks[i + 1:])
 
 
+_WORK_WORDS = frozenset(("work", "works", "working", "worked"))
+# What "work on" is followed by when it says when ("on Mondays", "on the weekend").
+_ON_DAYS = frozenset(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                      "sunday", "weekend", "weekday", "day", "holiday", "christma", "shift"))
 # What "into" follows when it says someone likes something.
 _INTO_LIKES = frozenset(("is", "are", "was", "were", "im", "be", "been", "really", "so", "very",
                          "getting", "got"))
 # What may follow "into" at the end of a question that asks what someone likes.
 _INTO_TAIL = frozenset(("these", "days", "nowadays", "now", "lately", "recently", "currently",
                         "anymore", "today"))
+
+
+def _works_on(toks: list[str], i: int) -> bool:
+    """"work(ing) on" something, a project ("what am I working on?"), not where someone works;
+    "work on Mondays" is when."""
+    if toks[i + 1:i + 2] != ["on"]:
+        return False
+    after = [w for w in toks[i + 2:i + 4] if w not in ("the", "a")][:1]
+    return not after or stem(after[0]) not in _ON_DAYS
 
 
 def _calendar_date(toks: list[str], i: int) -> bool:
@@ -248,7 +263,8 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
     # "are/is ... together", "back together", "still together".
     "together": lambda toks, i: toks[:1] not in (["are"], ["is"], ["were"], ["was"])
     and toks[i - 1:i] not in (["back"], ["still"]),
-    "work": lambda toks, i: toks[i + 1:i + 2] == ["out"],  # exercise, not a job
+    "work": lambda toks, i: toks[i + 1:i + 2] == ["out"] or _works_on(toks, i),  # exercise
+    **dict.fromkeys(("works", "working", "worked"), lambda toks, i: _works_on(toks, i)),
     "old": lambda toks, i: toks[i - 1:i] not in (["how"], ["years"], ["year"]),  # former
     # "going back to our conversation", "going through", "what is going on": no plan (a
     # date someone is going on is one).
