@@ -633,3 +633,34 @@ def test_a_list_of_three_is_no_name(text: str, expected: set[tuple[str, str, str
                                     absent: tuple[str, str, str] | None) -> None:
     got = _triples(text)
     assert expected <= got and absent not in got
+
+
+# --- a liking that says nothing on its own ------------------------------------------------
+@pytest.mark.parametrize("text", [
+    "I love it and that'll keep my confidence up.",  # LoCoMo
+    "I just like playing for fun!",
+    "I really like the idea.",
+    "I love the color and texture.",
+    "I love their work.",
+    "I really love having them around.",
+    "I love the smell and taste it adds to dishes.",
+])
+def test_a_liking_of_an_aspect_a_pronoun_or_a_bare_gerund_is_none(text: str) -> None:
+    assert _objects(text, "likes") == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # "and" after a preposition joins what it governs, not two likings (LoCoMo stored
+    # "family" and "mindset" as likings of their own).
+    ("I love road trips with friends and family.", ["road trips with friends and family"]),
+    ("I love going on road trips with friends and family.",  # too long together: no "family"
+     ["going on road trips with friends"]),
+    ("I love non-fiction books about personal development and mindset.",
+     ["non-fiction books about personal development"]),
+    ("I love hiking with my dog and painting.", ["hiking with my dog", "painting"]),
+    ("I love cooking and baking.", ["cooking", "baking"]),
+    ("I really like the idea and the acting.", ["acting"]),
+    ("Max loves playing with his squeaky ball.", ["playing with his squeaky ball"]),
+])
+def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> None:
+    assert _objects(text, "likes") == expected

@@ -112,7 +112,8 @@ ENTITY_BAD_START = _set(
     "early|all|some|any|more|most|lots|much|not|no|how|what|why|when|where|who|which|whatever"
 )
 PHRASE_BAD_START = _set(
-    "it|it's|that|this|these|those|you|your|yours|him|her|them|they|he|she|how|what|when|"
+    "it|it's|that|that's|that'll|that’s|that’ll|it'll|it’ll|they're|they’re|there's|there’s|"
+    "this|these|those|you|your|yours|him|her|them|they|he|she|how|what|when|"
     "where|why|who|which|whatever|whoever|there|here|everything|anything|something|nothing|"
     "everyone|someone|anyone|all|so|such|both|either|neither|one|ones|me|us|myself|if|like"
 )
@@ -127,6 +128,22 @@ _VAGUE_SINGLE = _set(
     "go|come|leave|work|sleep|rest|relax|try|see|wait|stay|start|help|be|do|get|have|make|"
     "call|check|talk|think|know|finish|continue|begin|win|lose|play|eat|read|write"
 )
+# A liking of these says nothing without what it is of or whom it means: a bare gerund that
+# wants an object ("I just like playing for fun"), an aspect of what was just shown ("I love
+# the color and texture", "I really like the idea and the acting"), and a pronoun for
+# someone or something named before ("I love their work", "I love having them around"; a
+# pet's "his" or "her" is its own: "Max loves playing with his treats").
+_PREF_VAGUE_SINGLE = _set(
+    "playing|doing|going|pushing|trying|having|being|making|getting|seeing|using|taking|"
+    "giving|putting|keeping|watching|working|coming|explore|idea|ideas|color|colors|colour|"
+    "colours|texture|textures|smell|taste|energy|vibe|vibes|feel|feeling|feelings|look|sound|"
+    "atmosphere|concept|theme|plot|plots|detail|details|message|mindset|mind|mood|spirit|"
+    "setting|shape|way"
+)
+_PREF_PRONOUNS = _set("it|they|them|their|theirs|him|hers")  # not "his", "her": a pet's own
+# Prepositions after which "and" joins what the preposition governs ("road trips with
+# friends and family", "books about personal development and mindset"), not two likings.
+_PREPOSITIONS = _set("about|with|of|for|from|on|in|to|at|by|between|among")
 _COMPOUNDS = _set(
     "mac and cheese|rock and roll|rock 'n' roll|fish and chips|salt and pepper|"
     "drum and bass|peanut butter and jelly|dungeons and dragons|arts and crafts|"
@@ -238,6 +255,9 @@ def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> s
         return None
     if len(low) == 1 and low[0] in _VAGUE_SINGLE:
         return None
+    if policy == "pref" and ((len(low) == 1 and low[0] in _PREF_VAGUE_SINGLE)
+                             or not _PREF_PRONOUNS.isdisjoint(low)):
+        return None
     if policy == "pref" and low[0] == "to":
         if len(low) < 2 or " ".join(low[1:3]) in _COGNITIVE or low[1] in _COGNITIVE:
             return None
@@ -274,10 +294,27 @@ def clean_object(
     phrase = " ".join(words)
     parts = [phrase]
     if split_and and phrase.lower() not in _COMPOUNDS:
-        parts = [p for p in _AND_SPLIT.re.split(phrase) if p]
+        parts = _joined_after_preposition([p for p in _AND_SPLIT.re.split(phrase) if p],
+                                          max_words)
         parts = [" ".join(_trim(p.split(), entity, articles=plain, tails=plain)) for p in parts]
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
+
+
+def _joined_after_preposition(parts: list[str], max_words: int) -> list[str]:
+    """Split items joined again where a one-word item (not an activity, "-ing") follows an
+    item with a preposition: "road trips with friends" + "family" is one thing liked (left
+    off when the two are too long together: it is no thing of its own)."""
+    out: list[str] = []
+    for part in parts:
+        words = part.split()
+        if out and len(words) == 1 and not words[0].lower().endswith("ing") \
+                and not _PREPOSITIONS.isdisjoint(w.lower() for w in out[-1].split()[1:]):
+            if len(out[-1].split()) + 2 <= max_words:
+                out[-1] = f"{out[-1]} and {part}"
+        else:
+            out.append(part)
+    return out
 
 
 _LOWER_PLACE_STOP = _set(
