@@ -98,6 +98,12 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
     ("Is Tim working on the new website?", {"works_on"}),
     ("Where do I work on Mondays?", {"works_at", "job_title_is"}),
     ("Does Jon work on the weekend?", {"works_at", "job_title_is"}),
+    # LongMemEval: a chess move showed "the user lives in New York City" as the first fact.
+    ("What was the move you made after 27. Kg2 Bd5+?", set()),
+    ("What was a bold move?", set()),
+    ("How did the move to Denver go?", {"moved_to", "lives_in"}),
+    ("How did the move go?", {"moved_to", "lives_in"}),
+    ("When was my move to Denver?", {"moved_to", "lives_in"}),
 ])
 def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: set[str]) -> None:
     # "been" of a continuous tense is no visit; "together" of a "get-together" or of doing

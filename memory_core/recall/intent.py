@@ -237,6 +237,19 @@ def _works_on(toks: list[str], i: int) -> bool:
     return not after or stem(after[0]) not in _ON_DAYS
 
 
+def _a_move_in_a_game(toks: list[str], i: int) -> bool:
+    """"the move you made", "a bold move": a move in a game or a step, not a relocation;
+    "the move to Denver", "how did the move go?" and "my move" are one."""
+    before, after = toks[i - 1] if i else "", toks[i + 1] if i + 1 < len(toks) else ""
+    return before in _MOVE_NOUN_BEFORE and after not in ("to", "from", "go", "went", "abroad")
+
+
+# What comes before "move" as a noun of a game or a step ("the move", "a bold move").
+_MOVE_NOUN_BEFORE = frozenset((
+    "the", "a", "an", "that", "this", "which", "what", "next", "last", "first", "best", "good",
+    "bad", "bold", "smart", "winning", "opening", "chess", "your", "his", "her", "their"))
+
+
 def _calendar_date(toks: list[str], i: int) -> bool:
     """"date" of a calendar ("what date", "the date of the wedding", "due date", "up to
     date"), not an outing with someone: that is "a date", "first date", "type of date", "date
@@ -272,6 +285,7 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
     or (toks[i + 1:i + 2] == ["on"] and toks[i - 2:i] in (["what", "is"], ["what", "'s"],
                                                            ["what", "was"])),
     "into": _into_not_liking,
+    **dict.fromkeys(("move", "moves"), lambda toks, i: _a_move_in_a_game(toks, i)),
     **dict.fromkeys(("date", "dates"), _calendar_date),
 })
 
