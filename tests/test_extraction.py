@@ -664,3 +664,15 @@ def test_a_liking_of_an_aspect_a_pronoun_or_a_bare_gerund_is_none(text: str) -> 
 ])
 def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> None:
     assert _objects(text, "likes") == expected
+
+
+# --- a pasted interview is not the speaker talking -----------------------------------------
+def test_a_pasted_interview_transcript_is_read_for_nothing() -> None:
+    # LongMemEval: a pasted transcript made the user "Dolly" and "Lakshay", from New Delhi.
+    pasted = ("Transcript 4: Dana Vo\n\nQ. Hello! Can you introduce yourself?\n\nA. My name's "
+              "Dana and I'm from Hanoi. I work as a nurse at City Hospital.")
+    assert extract_heuristic(_turn(pasted)) == []
+    # A list of options, or one question line above what the user says, is no interview.
+    assert _objects("My options:\nA. I live in Boston\nB. I live in Denver", "lives_in") == [
+        "boston", "denver"]
+    assert _objects("Q: what do you think?\nI live in Denver now.", "lives_in") == ["denver"]

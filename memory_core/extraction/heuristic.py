@@ -3,7 +3,8 @@
 An ``Extractor`` turns a ``TurnText`` into ``CandidateBelief`` rows; the writer decides what
 to store. ``extract_heuristic`` is precise rather than complete: it reads declarative
 first-person clauses (and a few third-party ones that start with a name) and skips
-questions, hypotheticals, reported speech, quoted speech and code. Negated clauses only
+questions, hypotheticals, reported speech, quoted speech, code and pasted interview
+transcripts. Negated clauses only
 feed the negation rules ("I no longer live in X" -> ``lives_in X`` with ``negated=True``).
 
 Pipeline: truncate -> drop code -> sentences -> explicit prefix ("remember that ...") ->
@@ -43,6 +44,7 @@ from memory_core.extraction.lexicon import (
     rel_label,
 )
 from memory_core.extraction.text import (
+    MAX_TEXT_CHARS,
     clauses,
     clean_lower_place,
     clean_name,
@@ -138,6 +140,13 @@ _REPORTED = LazyRegex(
     r"joked|joking|kidding|jk)\b",
     re.IGNORECASE,
 )
+# A pasted interview transcript ("Q. Can you introduce yourself? A. My name's Dolly and I'm
+# from New Delhi."): its "I" is whoever answered, not the speaker (LongMemEval: one such turn
+# made the user "Dolly" and "Lakshay", from New Delhi, a quality associate at Amazon). A
+# turn with a question line and an answer line is read for nothing.
+_TRANSCRIPT_LINE = LazyRegex(
+    r"(?m)^[ \t]*(?:(?P<q>Q|Question|Interviewer|Moderator)|(?P<a>A|Answer|Interviewee|"
+    r"Respondent))[ \t]*\d{0,3}[ \t]*[.:)][ \t]")
 _QUOTED = LazyRegex(r"[\"“«„].{0,300}?\b(?:I|I['’]m|my|me|we|our)\b", re.IGNORECASE)
 _CODE = LazyRegex(r"[{}<>\\|]|==|=>|->|::|\(\)|\w\(|=\s*\S|;\s*$|^\s*[$#>]\s")
 _NEGATION = LazyRegex(
@@ -301,7 +310,7 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     anchor = _require_aware(turn.occurred_at)
     if not isinstance(turn.text, str) or not turn.text.strip():
         return []
-    if turn.speaker.strip().lower() in ASSISTANT_SPEAKERS:
+    if turn.speaker.strip().lower() in ASSISTANT_SPEAKERS or _transcript(turn.text):
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()
@@ -321,6 +330,14 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     promised = {(k[0], k[2]) for k in best if k[1] == "committed_to"}
     # "I promised I'll do X tomorrow" is a commitment, not also a plan.
     return [c for k, c in best.items() if not (k[1] == "plans_to" and (k[0], k[2]) in promised)]
+
+
+def _transcript(text: str) -> bool:
+    """Whether ``text`` holds a pasted interview: a question line and an answer line."""
+    if "\n" not in text:
+        return False
+    kinds = {m.lastgroup for m in _TRANSCRIPT_LINE.re.finditer(text[:MAX_TEXT_CHARS])}
+    return kinds == {"q", "a"}
 
 
 def _named_speaker(speaker: str) -> str | None:
