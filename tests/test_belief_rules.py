@@ -197,6 +197,9 @@ def test_every_fact_phrase_names_a_predicate_and_reads_as_a_sentence() -> None:
     ("My Little Pony", None, "My Little Pony"),  # a name
     ("Jon, Just do it", None, "Jon, Just do it"),
     ("mystery novels and summer", None, "mystery novels and summer"),  # words, not pronouns
+    ("a book about World War I", None, "a book about World War I"),  # a numeral
+    ("drive down I-95 with my dad", None, "drive down I-95 with their dad"),
+    ("what we need", None, "what they need"),
 ])
 def test_first_person_words_of_an_object_are_its_speakers(obj: str, speaker: str | None,
                                                           expected: str) -> None:

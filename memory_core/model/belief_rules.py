@@ -133,6 +133,10 @@ FACT_PHRASES = {
 _FIRST_PERSON = re.compile(
     r"\b(?:(?P<own>my|our|mine|ours)|(?P<obj>me|us|myself|ourselves)"
     r"|(?P<subj>(?-i:I)|we)(?P<rest>['’](?:m|re|ve|d|ll)\b|\s+(?:am|was|were|are)\b)?)\b")
+# "I" after a capitalised word is a numeral ("World War I", "Louis I"); a pronoun "I" or
+# "we" is followed by a lowercase word ("I had a tattoo").
+_NOT_THE_PRONOUN_I = re.compile(r"[A-Z][\w'’-]*\s+$")
+_VERB_NEXT = re.compile(r"\s+[a-z]")
 _THEIR = {"my": "their", "our": "their", "mine": "theirs", "ours": "theirs", "me": "them",
           "us": "them", "myself": "themselves", "ourselves": "themselves"}
 _THEY_VERB = {"m": "'re", "re": "'re", "ve": "'ve", "d": "'d", "ll": "'ll", "am": " are",
@@ -151,8 +155,10 @@ def in_third_person(object_text: str, speaker: str | None) -> str:
             return _THEIR[word] if speaker is None else f"{speaker}'s"
         if m.group("obj"):
             return _THEIR[word] if speaker is None else speaker
-        if speaker is not None:
-            return word
+        if speaker is not None or (word[0] == "I" and _NOT_THE_PRONOUN_I.search(
+                object_text[:m.start()])) or (not m.group("rest") and not _VERB_NEXT.match(
+                    object_text, m.end())):
+            return word  # "World War I", "I-95", "Louis I of France"
         rest = m.group("rest")
         if not rest:
             return "they"
