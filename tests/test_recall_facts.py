@@ -4,7 +4,7 @@ over memory written by the workers' real pipeline (the demo's chat, a 32-turn ch
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from memory_core import Memory, format_untrusted_block
 from memory_core.errors import InvalidInputError
 from memory_core.recall import facts as facts_mod
 from memory_core.recall.candidates import Scope
-from memory_core.recall.intent import read_intent
+from memory_core.recall.intent import read_intent, whose_words
 from memory_core.settings import Settings
 from scripts.cli.demo import QUESTIONS, TENANT, demo_turns
 from tests.conftest import shared_model_path
@@ -140,6 +140,22 @@ def test_intent_reads_every_relation_the_extractor_stores() -> None:
     assert read_intent("What does my stepdad do?").relations == ("has_parent",)
 
 
+@pytest.mark.parametrize(("query", "whose"), [
+    ("What is my dog's name?", {"user"}),
+    ("I've been thinking about making a cocktail, any suggestions?", {"user"}),
+    # LongMemEval: what the assistant said, asked of it.
+    ("What was the name of that hiking trail you recommended?", {"assistant"}),
+    ("Which traditional game did you say was performed at powwows?", {"assistant"}),
+    ("Going back to our previous conversation about the grant, can you remind me of the "
+     "three aims we outlined?", {"assistant"}),
+    ("In our previous conversation I told you my dog's name, what was it?", {"user"}),
+    ("What did Caroline say about her dog?", set()),  # a participant by name: names() reads it
+    ("Can you suggest some activities?", set()),
+])
+def test_whose_words_answer_a_query(query: str, whose: set[str]) -> None:
+    assert set(whose_words(query)) == whose
+
+
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     settings = store(tmp_path_factory.mktemp("demo") / "data")
@@ -239,6 +255,32 @@ def test_32_turn_chat_puts_maya_lives_in_denver_first(tmp_path: Path, embedder: 
         assert tom.text == "Tom lives in Chicago"
         work = mem.recall("Where do I work?", tenant="t1").facts[0]
         assert (work.object, work.superseded) == ("Peak Analytics", ("Harbor Labs",))
+
+
+def test_the_users_question_is_answered_by_the_users_turns(tmp_path: Path) -> None:
+    """A first-person question ranks what the user said above the assistant's longer turns
+    that share more of its words; "what did you recommend" ranks the assistant's first."""
+    settings = store(tmp_path / "data")
+    t0 = datetime(2024, 1, 10, 18, 0, tzinfo=UTC)
+    said = [("user", "At a party I drink a gin martini, two parts gin to one part vermouth."),
+            ("assistant", "Party drink ideas: a party punch, a drink like the gin fizz, a "
+                          "whiskey sour; every party needs one big drink."),
+            ("user", "Thanks, I will try one."),
+            ("assistant", "For a party drink I recommended the Paloma, a tequila drink for "
+                          "any party.")]
+    turns = [{"tenant": "t1", "session_id": "s0", "turn_uid": f"u{i}", "speaker": who,
+              "text": text, "index": i, "occurred_at": t0 + timedelta(minutes=i)}
+             for i, (who, text) in enumerate(said)]
+    write_like_a_worker(settings, "t1", turns)
+    with Memory.open(settings) as mem:
+        # By words alone the assistant's party-drink turns come first.
+        mine = mem.recall("What do I drink at a party?", tenant="t1", fact_budget=0)
+        assert mine.items[0].turn_uids == ("u0",)
+        assert mine.items[0].components["speaker"] == 1.0
+        yours = mem.recall("Which party drink did you recommend?", tenant="t1", fact_budget=0)
+        assert yours.items[0].turn_uids == ("u3",)
+        assert yours.items[0].components["speaker"] == 1.0
+        assert [i.components["speaker"] for i in yours.items if i.turn_uids == ("u0",)] == [0.0]
 
 
 def test_a_fact_says_whose_its_first_person_words_are(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ from memory_core.extraction.text import (
 )
 from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.belief_rules import REPLACEABLE
-from memory_core.model.entities import SELF_LABELS
+from memory_core.model.entities import ASSISTANT_LABELS, SELF_LABELS
 from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
 from memory_core.model.predicates import PREDICATES, RELATION_OF
 
@@ -66,7 +66,7 @@ REMEMBER_CONFIDENCE = 0.9
 # its others world knowledge: LongMemEval showed "assistant name is Donate", "assistant plans
 # to raise $500" (a business plan it drafted), "Rodinal job title is high-contrast developer",
 # and before that 1,943 of 1,978 "remembers" beliefs from its "Remember, ..." advice.
-ASSISTANT_SPEAKERS = frozenset({"assistant"})
+ASSISTANT_SPEAKERS = ASSISTANT_LABELS
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
 
 SELF_LABELS = frozenset({"user", "the user", "you", "i", "me", "myself"})
+# The speaker label of the chat's assistant (its turns: recall's evidence, no belief source).
+ASSISTANT_LABELS = frozenset({"assistant"})
 MAX_NAME_CHARS = 200
 
 

@@ -7,7 +7,9 @@ of the age at the reference time), ``confidence`` (a belief's confidence, an epi
 importance), ``tier`` (episodes: working > recent > long_term > archive), ``session``
 (1 for the caller's chat session), ``time`` (1 when the memory's date falls in the month
 and year the query names) and ``speaker`` (1 when the query names whoever said the turn the
-memory comes from: a question about a participant is mostly answered by what they said).
+memory comes from: a question about a participant is mostly answered by what they said; in a
+chat of the user and the assistant "I" names the user, and "the trail you recommended" the
+assistant: ``intent.whose_words``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory_core.model.entities import ASSISTANT_LABELS, SELF_LABELS
+from memory_core.model.hygiene import normalize_label
 from memory_core.recall.candidates import Candidate
+from memory_core.recall.intent import whose_words
 from memory_core.recall.ppr import Node
 from memory_core.recall.query import TimeCue, names
 from memory_core.recall.strategy import DIRECT_LISTS, FEEDBACK_LISTS, RecallStrategy
@@ -79,6 +84,7 @@ class Scorer:
         self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
         self._new_only = strategy.feedback_new_only
         self._named: dict[str, bool] = {}
+        self._whose = whose_words(query_text)
         self._has_time = bool(time)
         weights = strategy.component_weights
         (self._w_recency, self._w_confidence, self._w_tier, self._w_session, self._w_time,
@@ -89,7 +95,14 @@ class Scorer:
             return False
         named = self._named.get(speaker)
         if named is None:
-            named = self._named[speaker] = bool(names(self.query_text, (speaker,)))
+            label = normalize_label(speaker)
+            if label in SELF_LABELS:
+                named = "user" in self._whose
+            elif label in ASSISTANT_LABELS:
+                named = "assistant" in self._whose
+            else:
+                named = bool(names(self.query_text, (speaker,)))
+            self._named[speaker] = named
         return named
 
     def _fix(self, cand: Candidate) -> None:

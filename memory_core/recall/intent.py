@@ -201,6 +201,38 @@ def read_intent(text: str) -> Intent:
                       t for t in terms if t not in kind and not _asks_or_dates(t)))
 
 
+def whose_words(text: str) -> frozenset[str]:
+    """Whose turns answer query ``text`` in a chat of the user and the assistant:
+    ``{"assistant"}`` when it asks what the assistant said ("the trail you recommended", "did
+    you say", "in our previous conversation ... remind me"), else ``{"user"}`` when it speaks
+    of the user (I, me, my: LongMemEval, 48 questions, all first person: the evidence of every
+    one but the 8 that ask what the assistant said is the user's own turns, and 7 of those 8
+    the assistant's), else nothing."""
+    toks = words(text)
+    said = any(w == "you" and toks[i + 1:i + 2] and toks[i + 1] in _SAID
+               for i, w in enumerate(toks)) or any(
+        toks[i:i + 3] in (["did", "you", "say"], ["did", "you", "mention"],
+                          ["did", "you", "recommend"], ["did", "you", "suggest"])
+        for i in range(len(toks)))
+    earlier_chat = any(toks[i:i + 2] in (["previous", "conversation"], ["previous", "chat"],
+                                         ["last", "conversation"], ["earlier", "conversation"])
+                       for i in range(len(toks)))
+    told = any(w in ("i", "ive") and toks[i + 1:i + 2] and toks[i + 1] in _SAID_BY_USER
+               for i, w in enumerate(toks))
+    if said or (earlier_chat and not told):
+        return _ASSISTANT
+    return _USER if any(w in FIRST_PERSON for w in toks) else frozenset()
+
+
+_USER, _ASSISTANT = frozenset({"user"}), frozenset({"assistant"})
+# Verbs after "you" that ask what the assistant said ("the eatery you recommended").
+_SAID = frozenset(("recommended", "mentioned", "made", "gave", "said", "suggested", "told",
+                   "provided", "shared", "listed", "wrote", "described", "explained",
+                   "outlined", "proposed", "came"))
+# ... and after "I": what the user said in an earlier chat ("I told you my dog's name").
+_SAID_BY_USER = frozenset(("told", "mentioned", "said", "shared", "gave", "asked"))
+
+
 def _as_a_child(toks: list[str], i: int) -> bool:
     """A child word saying when ("as a child", "when we were kids"), not who."""
     before = toks[max(0, i - 2):i]
