@@ -97,6 +97,8 @@ def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: b
     ("What did Joanna work on last year?", {"works_on"}),
     ("Is Tim working on the new website?", {"works_on"}),
     ("Where do I work on Mondays?", {"works_at", "job_title_is"}),
+    ("Does the Tuesday slot work for you?", set()),
+    ("Do I work for Google?", {"works_at", "job_title_is"}),
     ("Does Jon work on the weekend?", {"works_at", "job_title_is"}),
     # LongMemEval: a chess move showed "the user lives in New York City" as the first fact.
     ("What was the move you made after 27. Kg2 Bd5+?", set()),

@@ -308,7 +308,10 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
     # "are/is ... together", "back together", "still together".
     "together": lambda toks, i: toks[:1] not in (["are"], ["is"], ["were"], ["was"])
     and toks[i - 1:i] not in (["back"], ["still"]),
-    "work": lambda toks, i: toks[i + 1:i + 2] == ["out"] or _works_on(toks, i),  # exercise
+    # "work out" is exercise; "work for me" suits me ("Does Tuesday work for you?").
+    "work": lambda toks, i: toks[i + 1:i + 2] == ["out"] or _works_on(toks, i)
+    or (toks[i + 1:i + 2] == ["for"] and toks[i + 2:i + 3] in (["me"], ["you"], ["us"],
+                                                             ["them"], ["everyone"])),
     **dict.fromkeys(("works", "working", "worked"), lambda toks, i: _works_on(toks, i)),
     "old": lambda toks, i: toks[i - 1:i] not in (["how"], ["years"], ["year"]),  # former
     # "going back to our conversation", "going through", "what is going on": no plan (a
