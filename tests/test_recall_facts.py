@@ -387,6 +387,22 @@ def test_a_person_asked_about_does_not_name_a_free_text_object(seeded, mem) -> N
     assert [f.object for f in said] == ["Jon, keep dancing daily"]
 
 
+def test_what_the_assistant_said_is_answered_by_no_belief_unless_named(seeded, mem) -> None:
+    seeder, _ = seeded
+    seeder.belief("acme", "user", "plans_to", "visit the state park in Colorado",
+                  subject_name="user")
+    seeder.belief("acme", "user", "plans_to", "hike the Moncayo ridge trail", subject_name="user")
+    # LongMemEval: "the user plans to visit the state park in Colorado" was the first fact.
+    asked = ("I'm planning to go back to the park and I was wondering, what was the name of "
+             "that hiking trail you recommended?")
+    assert mem.recall(asked, tenant="acme").facts == ()
+    named = mem.recall("Which trail did you recommend for my Moncayo ridge hike?", tenant="acme")
+    assert [f.object for f in named.facts] == ["hike the Moncayo ridge trail"]
+    # Asked of the user, the plan is an answer.
+    assert [f.object for f in mem.recall("What am I planning to visit?", tenant="acme").facts] \
+        == ["visit the state park in Colorado", "hike the Moncayo ridge trail"]
+
+
 def test_my_son_is_the_relative_named_for_the_word(seeded, mem) -> None:
     seeder, _ = seeded
     seeder.entity("acme", "son", "user's son")

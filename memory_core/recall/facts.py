@@ -345,8 +345,12 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         stem(w) for e in named for w in words(known.get(e, ""))}
     asked = asked_subjects(about, scored)
     elsewhere = {id(fc) for fc in scored if about_someone_else(fc, about, asked)}
-    answers = {id(fc): id(fc) not in elsewhere and relevant(fc, open_slot, evidence_turns)
-               for fc in scored}
+    # A question about what the assistant said ("the trail you recommended") is answered by
+    # no belief (the user's and named people's statements), unless it names its object.
+    theirs = "assistant" in intent.whose
+    answers = {id(fc): id(fc) not in elsewhere and (
+        fc.components["object"] > OBJECT_NAMED if theirs
+        else relevant(fc, open_slot, evidence_turns)) for fc in scored}
     scored.sort(key=lambda f: (not answers[id(f)], -f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}
     kept: list[FactCandidate] = []

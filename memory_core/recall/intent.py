@@ -154,6 +154,8 @@ class Intent:
     # Empty: the query leaves the slot open ("what does Lena like?", "what did John attend
     # in March?"). Entity names are among them; ``facts`` leaves those out.
     specifics: frozenset[str] = frozenset()
+    # Whose turns answer it (``whose_words``): "user", "assistant" or neither.
+    whose: frozenset[str] = frozenset()
 
 
 def words(text: str) -> list[str]:
@@ -198,7 +200,8 @@ def read_intent(text: str) -> Intent:
     kind = _value_kind(toks)
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
                   terms, frozenset(relation_words), frozenset(
-                      t for t in terms if t not in kind and not _asks_or_dates(t)))
+                      t for t in terms if t not in kind and not _asks_or_dates(t)),
+                  whose_words(text))
 
 
 def whose_words(text: str) -> frozenset[str]:
