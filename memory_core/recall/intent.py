@@ -315,7 +315,7 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
     "work": lambda toks, i: toks[i + 1:i + 2] == ["out"] or _works_on(toks, i)
     or (toks[i + 1:i + 2] == ["for"] and toks[i + 2:i + 3] in (["me"], ["you"], ["us"],
                                                              ["them"], ["everyone"])),
-    **dict.fromkeys(("works", "working", "worked"), lambda toks, i: _works_on(toks, i)),
+    **dict.fromkeys(("works", "working", "worked"), _works_on),
     "old": lambda toks, i: toks[i - 1:i] not in (["how"], ["years"], ["year"]),  # former
     # "going back to our conversation", "going through", "what is going on": no plan (a
     # date someone is going on is one).
@@ -323,7 +323,7 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
     or (toks[i + 1:i + 2] == ["on"] and toks[i - 2:i] in (["what", "is"], ["what", "'s"],
                                                            ["what", "was"])),
     "into": _into_not_liking,
-    **dict.fromkeys(("move", "moves"), lambda toks, i: _a_move_in_a_game(toks, i)),
+    **dict.fromkeys(("move", "moves"), _a_move_in_a_game),
     **dict.fromkeys(("date", "dates"), _calendar_date),
 })
 
