@@ -53,20 +53,20 @@ from memory_core.extraction.text import (
 )
 from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.belief_rules import REPLACEABLE
-from memory_core.model.entities import ASSISTANT_LABELS, SELF_LABELS
-from memory_core.model.hygiene import SPEAKER, check_subject, normalize_label
+from memory_core.model.hygiene import (
+    ASSISTANT,
+    SELF_LABELS,
+    SPEAKER,
+    check_subject,
+    normalize_label,
+    speaker_role,
+)
 from memory_core.model.predicates import PREDICATES, RELATION_OF
 
 Source = Literal["heuristic", "user_explicit"]
 
 EXPLICIT_CONFIDENCE = 0.95
 REMEMBER_CONFIDENCE = 0.9
-# Speakers whose turns are no source of beliefs: memory holds what the user (or a named
-# person) says. An assistant's first-person sentences are drafts, role-play and pleasantries,
-# its others world knowledge: LongMemEval showed "assistant name is Donate", "assistant plans
-# to raise $500" (a business plan it drafted), "Rodinal job title is high-contrast developer",
-# and before that 1,943 of 1,978 "remembers" beliefs from its "Remember, ..." advice.
-ASSISTANT_SPEAKERS = ASSISTANT_LABELS
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,13 @@ def extract_heuristic(turn: TurnText) -> list[CandidateBelief]:
     anchor = _require_aware(turn.occurred_at)
     if not isinstance(turn.text, str) or not turn.text.strip():
         return []
-    if turn.speaker.strip().lower() in ASSISTANT_SPEAKERS or _transcript(turn.text):
+    # The assistant's turns are no source of beliefs: memory holds what the user (or a named
+    # person) says. An assistant's first-person sentences are drafts, role-play and
+    # pleasantries, its others world knowledge: LongMemEval showed "assistant name is Donate",
+    # "assistant plans to raise $500" (a business plan it drafted), "Rodinal job title is
+    # high-contrast developer", and before that 1,943 of 1,978 "remembers" beliefs from its
+    # "Remember, ..." advice.
+    if speaker_role(turn.speaker) == ASSISTANT or _transcript(turn.text):
         return []
     best: dict[tuple[str, str, str, bool], CandidateBelief] = {}
     referent = _Referent()

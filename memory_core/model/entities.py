@@ -16,14 +16,11 @@ from dataclasses import dataclass
 from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import normalize_object, render_text
-from memory_core.model.hygiene import check_subject, normalize_label
+from memory_core.model.hygiene import SELF_LABELS, check_subject, normalize_label
 from memory_core.model.tenants import HUB, require_tenant
 from memory_core.model.write_tx import Embeds, WriteTx, write_tx
 from memory_core.vectors import VectorIndex
 
-SELF_LABELS = frozenset({"user", "the user", "you", "i", "me", "myself"})
-# The speaker label of the chat's assistant (its turns: recall's evidence, no belief source).
-ASSISTANT_LABELS = frozenset({"assistant"})
 MAX_NAME_CHARS = 200
 
 

@@ -101,6 +101,22 @@ def normalize_label(label: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", label).casefold().split())
 
 
+# Labels that name the user (the hub); the speaker label of the chat's assistant (its turns:
+# recall's evidence, no belief source).
+SELF_LABELS = frozenset({"user", "the user", "you", "i", "me", "myself"})
+ASSISTANT_LABELS = frozenset({"assistant"})
+USER, ASSISTANT = "user", "assistant"
+
+
+def speaker_role(label: str) -> str | None:
+    """``USER`` or ``ASSISTANT`` for a turn's speaker label of a chat's two parties, None
+    for a named participant ("Caroline")."""
+    norm = normalize_label(label)
+    if norm in SELF_LABELS:
+        return USER
+    return ASSISTANT if norm in ASSISTANT_LABELS else None
+
+
 def check_subject(label: str) -> RejectReason | None:
     """Why ``label`` cannot be a subject, or None when it is acceptable.
 

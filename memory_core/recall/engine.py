@@ -70,9 +70,11 @@ class RecallRun:
     named: list[str] = field(default_factory=list)  # entities the query names, hub included
 
     def __post_init__(self) -> None:
+        # What the query asks (read once: the facts channel and the speaker component).
+        self.intent = read_intent(self.query.text)
         self.scorer = Scorer(self.strategy, reference=from_db(self.scope.at),
                              session_id=self.session_id, time=self.query.time,
-                             query_text=self.query.text)
+                             query_text=self.query.text, whose=self.intent.whose)
 
     def rank(self, ppr: dict[Any, float] | None = None, *, explain: bool = False,
              evidence_only: bool = False) -> list[Candidate]:
@@ -424,7 +426,7 @@ def _facts(run: RecallRun, beliefs: list[Candidate], budget: int,
         return facts.FactsOutcome((), [], {}, [])
     started = time.perf_counter()
     try:
-        found = facts.select(run.conn, run.scope, read_intent(run.query.text), run.named,
+        found = facts.select(run.conn, run.scope, run.intent, run.named,
                              beliefs, run.ppr, budget, evidence_turns)
     except driver_errors() as e:
         run.degraded.append(f"facts unavailable ({type(e).__name__})")

@@ -59,8 +59,7 @@ from dataclasses import dataclass, field
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import fact_text, normalize_object
-from memory_core.model.entities import SELF_LABELS
-from memory_core.model.hygiene import normalize_label
+from memory_core.model.hygiene import USER, normalize_label, speaker_role
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import Candidate, Scope, belief_filter, load, param_marks
@@ -328,7 +327,9 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     # it" is no answer to every question naming Jon).
     people = {s for c in beliefs.values()
               if (s := c.subject_id) is not None and s in about and s != HUB}
-    known = _names(conn, scope.tenant, {*named, *people})
+    # Every name this selection shows or reads, in one statement.
+    known = _names(conn, scope.tenant,
+                   {*named, HUB, *(c.subject_id or HUB for c in beliefs.values())})
     people_words = frozenset(stem(w) for e in people for w in words(known.get(e, "")))
     scored: list[FactCandidate] = []
     for key, cand in beliefs.items():
@@ -371,8 +372,7 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
             seen.add(same)
             kept.append(fc)
             reasons[fc.cand.key] = f"kept: fact {len(kept)}"
-    names = _names(conn, scope.tenant, (*(f.cand.subject_id or HUB for f in kept), HUB))
-    facts = tuple(_fact(i, fc, names, _earlier(conn, scope.tenant, fc))
+    facts = tuple(_fact(i, fc, known, _earlier(conn, scope.tenant, fc))
                   for i, fc in enumerate(kept, start=1))
     return FactsOutcome(facts, [f.cand for f in scored], reasons, [f.cand for f in kept])
 
@@ -382,10 +382,9 @@ def _other_speaker(cand: Candidate, subject: str, names: Mapping[str, str]) -> s
     user), by name; None when the subject said it (or no one is known to have)."""
     if cand.speaker is None:
         return None
-    label = normalize_label(cand.speaker)
-    if label in SELF_LABELS:
+    if speaker_role(cand.speaker) == USER:
         return None if (cand.subject_id or HUB) == HUB else names.get(HUB, "the user")
-    return None if label == normalize_label(subject) else cand.speaker
+    return None if normalize_label(cand.speaker) == normalize_label(subject) else cand.speaker
 
 
 def _fact(handle: int, fc: FactCandidate, names: Mapping[str, str],

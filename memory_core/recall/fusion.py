@@ -9,7 +9,7 @@ importance), ``tier`` (episodes: working > recent > long_term > archive), ``sess
 and year the query names) and ``speaker`` (1 when the query names whoever said the turn the
 memory comes from: a question about a participant is mostly answered by what they said; in a
 chat of the user and the assistant "I" names the user, and "the trail you recommended" the
-assistant: ``intent.whose_words``).
+assistant: ``intent.whose_words``, given as ``whose``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory_core.model.entities import ASSISTANT_LABELS, SELF_LABELS
-from memory_core.model.hygiene import normalize_label
+from memory_core.model.hygiene import speaker_role
 from memory_core.recall.candidates import Candidate
-from memory_core.recall.intent import whose_words
 from memory_core.recall.ppr import Node
 from memory_core.recall.query import TimeCue, names
 from memory_core.recall.strategy import DIRECT_LISTS, FEEDBACK_LISTS, RecallStrategy
@@ -72,7 +70,9 @@ class Scorer:
     """
 
     def __init__(self, strategy: RecallStrategy, *, reference: datetime,
-                 session_id: str | None, time: TimeCue = NO_TIME, query_text: str = "") -> None:
+                 session_id: str | None, time: TimeCue = NO_TIME, query_text: str = "",
+                 whose: frozenset[str] = frozenset()) -> None:
+        """``whose``: the chat parties whose turns answer the query (``Intent.whose``)."""
         self.strategy = strategy
         self.reference = reference
         self.session_id = session_id
@@ -84,7 +84,7 @@ class Scorer:
         self._ppr_weight = strategy.component_weights.get("ppr", 0.0)
         self._new_only = strategy.feedback_new_only
         self._named: dict[str, bool] = {}
-        self._whose = whose_words(query_text)
+        self._whose = whose
         self._has_time = bool(time)
         weights = strategy.component_weights
         (self._w_recency, self._w_confidence, self._w_tier, self._w_session, self._w_time,
@@ -95,13 +95,9 @@ class Scorer:
             return False
         named = self._named.get(speaker)
         if named is None:
-            label = normalize_label(speaker)
-            if label in SELF_LABELS:
-                named = "user" in self._whose
-            elif label in ASSISTANT_LABELS:
-                named = "assistant" in self._whose
-            else:
-                named = bool(names(self.query_text, (speaker,)))
+            role = speaker_role(speaker)
+            named = role in self._whose if role is not None \
+                else bool(names(self.query_text, (speaker,)))
             self._named[speaker] = named
         return named
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from memory_core.model.hygiene import ASSISTANT, USER
 from memory_core.model.predicates import RELATION_OF
 from memory_core.recall.query import MONTHS, query_terms
 
@@ -227,7 +228,7 @@ def whose_words(text: str) -> frozenset[str]:
     return _USER if any(w in FIRST_PERSON for w in toks) else frozenset()
 
 
-_USER, _ASSISTANT = frozenset({"user"}), frozenset({"assistant"})
+_USER, _ASSISTANT = frozenset({USER}), frozenset({ASSISTANT})
 # Verbs after "you" that ask what the assistant said ("the eatery you recommended").
 _SAID = frozenset(("recommended", "mentioned", "made", "gave", "said", "suggested", "told",
                    "provided", "shared", "listed", "wrote", "described", "explained",
