@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import fact_text, normalize_object
-from memory_core.model.hygiene import USER, normalize_label, speaker_role
+from memory_core.model.hygiene import ASSISTANT, USER, normalize_label, speaker_role
 from memory_core.model.predicates import PREDICATES
 from memory_core.model.tenants import HUB
 from memory_core.recall.candidates import Candidate, Scope, belief_filter, load, param_marks
@@ -225,11 +225,15 @@ def _object_words(object_text: str) -> frozenset[str]:
 
 
 def relevant(fc: FactCandidate, open_slot: bool = True,
-             evidence_turns: AbstractSet[str] = frozenset()) -> bool:
+             evidence_turns: AbstractSet[str] = frozenset(), of_assistant: bool = False) -> bool:
     """Whether the candidate answers what the query asks (see the module docstring).
     ``open_slot``: the query says nothing of the value it asks for beyond its subject and
-    predicate; ``evidence_turns``: the turns of the best evidence items."""
+    predicate; ``evidence_turns``: the turns of the best evidence items; ``of_assistant``:
+    it asks what the assistant said ("the trail you recommended"), which no belief (the
+    user's and named people's statements) answers unless it names the belief's object."""
     c = fc.components
+    if of_assistant:
+        return c["object"] > OBJECT_NAMED
     if c["subject"] and c["predicate"]:
         return open_slot or _one_of_many_corroborated(fc, evidence_turns)
     if c["object"] > OBJECT_NAMED:
@@ -346,12 +350,9 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         stem(w) for e in named for w in words(known.get(e, ""))}
     asked = asked_subjects(about, scored)
     elsewhere = {id(fc) for fc in scored if about_someone_else(fc, about, asked)}
-    # A question about what the assistant said ("the trail you recommended") is answered by
-    # no belief (the user's and named people's statements), unless it names its object.
-    theirs = "assistant" in intent.whose
-    answers = {id(fc): id(fc) not in elsewhere and (
-        fc.components["object"] > OBJECT_NAMED if theirs
-        else relevant(fc, open_slot, evidence_turns)) for fc in scored}
+    of_assistant = ASSISTANT in intent.whose
+    answers = {id(fc): id(fc) not in elsewhere
+               and relevant(fc, open_slot, evidence_turns, of_assistant) for fc in scored}
     scored.sort(key=lambda f: (not answers[id(f)], -f.score, f.cand.row_id))
     reasons: dict[tuple[str, int], str] = {}
     kept: list[FactCandidate] = []
