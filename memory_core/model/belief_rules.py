@@ -150,20 +150,16 @@ def in_third_person(object_text: str, speaker: str | None) -> str:
     said of someone else) is left as said."""
 
     def swap(m: re.Match[str]) -> str:
-        word = m.group(0)
+        word, rest = m.group(0), m.group("rest")
         if m.group("own"):
             return _THEIR[word] if speaker is None else f"{speaker}'s"
         if m.group("obj"):
             return _THEIR[word] if speaker is None else speaker
-        if speaker is not None or (word[0] == "I" and _NOT_THE_PRONOUN_I.search(
-                object_text[:m.start()])) or (not m.group("rest") and not _VERB_NEXT.match(
-                    object_text, m.end())):
-            return word  # "World War I", "I-95", "Louis I of France"
-        rest = m.group("rest")
-        if not rest:
-            return "they"
-        tail = rest.lstrip("'’ ").lower()
-        return "they" + _THEY_VERB[tail]
+        numeral = word[0] == "I" and _NOT_THE_PRONOUN_I.search(object_text[:m.start()])
+        no_verb = not rest and not _VERB_NEXT.match(object_text, m.end())
+        if speaker is not None or numeral or no_verb:
+            return word  # said of someone else, or "World War I", "I-95"
+        return "they" + (_THEY_VERB[rest.lstrip("'’ ").lower()] if rest else "")
 
     return _FIRST_PERSON.sub(swap, object_text)
 
