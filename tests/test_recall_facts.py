@@ -130,6 +130,17 @@ def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: se
     assert read_intent(query).specifics == specifics
 
 
+@pytest.mark.parametrize(("query", "kind"), [
+    ("What kind of books does Nate enjoy?", {"book"}),
+    ("What fantasy movies does Tim like?", {"fantasy", "movie"}),
+    ("What does Lena like?", set()),
+    ("What are Joanna's hobbies?", set()),  # "hobbies" asks for likes itself
+    ("Why does Nate like turtles as pets?", set()),  # no what/which: says which value
+])
+def test_intent_reads_the_kind_of_value_asked_for(query: str, kind: set[str]) -> None:
+    assert read_intent(query).kind == kind
+
+
 def test_intent_reads_every_relation_the_extractor_stores() -> None:
     # One vocabulary: a relative the extractor stores a belief for ("my grandson Eli", "my
     # stepdad") is one a query can ask about, as the same relation.
@@ -479,3 +490,24 @@ def test_a_value_of_a_many_valued_slot_needs_the_query_open_or_its_turn_found(se
     assert {f.object for f in every} == {"ceramic lamp", "bike helmet"}
     named = mem.recall("When did I buy the bike helmet?", tenant="acme").facts
     assert [f.object for f in named] == ["bike helmet"]
+
+
+def test_a_taste_answers_a_query_naming_a_kind_only_when_of_that_kind(seeded, mem) -> None:
+    seeder, _ = seeded
+    book = seeder.turn("acme", "I love my favorite book, a fantasy saga about dragons")
+    other = [seeder.turn("acme", text) for text in (
+        "My turtles are the best pets", "Chocolate is my weakness", "Cards every Friday")]
+    for n in range(12):
+        seeder.turn("acme", f"Rain again today, day {n} of the storm")
+    seeder.belief("acme", "user", "favorite", "book: Dragon Saga", turn_uid=book)
+    for uid, obj in zip(other, ("turtles", "chocolate", "card games"), strict=True):
+        seeder.belief("acme", "user", "likes", obj, turn_uid=uid)
+    # "What kind of books": only the taste of that kind, not every taste of the user's
+    # (LoCoMo: "Nate likes turtles" was the second fact for "What kind of books does Nate
+    # enjoy?").
+    books = mem.recall("What kind of books do I enjoy?", tenant="acme").facts
+    assert [f.object for f in books] == ["book: Dragon Saga"]
+    # Asked without a kind, every taste answers.
+    every = mem.recall("What do I like?", tenant="acme").facts
+    assert {f.object for f in every} == {"book: Dragon Saga", "turtles", "chocolate",
+                                         "card games"}

@@ -157,6 +157,10 @@ class Intent:
     specifics: frozenset[str] = frozenset()
     # Whose turns answer it (``whose_words``): "user", "assistant" or neither.
     whose: frozenset[str] = frozenset()
+    # The kind of value it asks for, when it names one that is not the predicate's own
+    # ("books" of "what kind of books does Nate enjoy?"; not "hobbies", which asks for
+    # ``likes`` itself): stemmed content words between "what"/"which" and the verb.
+    kind: frozenset[str] = frozenset()
 
 
 def words(text: str) -> list[str]:
@@ -202,7 +206,8 @@ def read_intent(text: str) -> Intent:
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
                   terms, frozenset(relation_words), frozenset(
                       t for t in terms if t not in kind and not _asks_or_dates(t)),
-                  whose_words(text))
+                  whose_words(text),
+                  frozenset(t for t in terms if t in kind and not _asks_or_dates(t)))
 
 
 def whose_words(text: str) -> frozenset[str]:
