@@ -511,3 +511,27 @@ def test_a_taste_answers_a_query_naming_a_kind_only_when_of_that_kind(seeded, me
     every = mem.recall("What do I like?", tenant="acme").facts
     assert {f.object for f in every} == {"book: Dragon Saga", "turtles", "chocolate",
                                          "card games"}
+
+
+def test_an_event_or_place_answers_a_query_naming_another_kind_only_when_of_it(seeded,
+                                                                               mem) -> None:
+    seeder, _ = seeded
+    turns = [seeder.turn("acme", text) for text in (
+        "The pottery workshop downtown was so much fun", "Pride was amazing this year",
+        "The council meeting ran late again", "Lisbon was sunny all week",
+        "Porto's bridges at night!")]
+    for n in range(12):
+        seeder.turn("acme", f"Rain again today, day {n} of the storm")
+    for uid, (predicate, obj) in zip(turns, (
+            ("attended", "pottery workshop"), ("attended", "pride"),
+            ("attended", "council meeting"), ("visited", "Lisbon"), ("visited", "Porto")),
+            strict=True):
+        seeder.belief("acme", "user", predicate, obj, turn_uid=uid)
+    # "events" and "cities" are what every attended and visited value is: the slot is open.
+    events = mem.recall("What events have I attended?", tenant="acme").facts
+    assert {f.object for f in events} == {"pottery workshop", "pride", "council meeting"}
+    cities = mem.recall("Which cities have I visited?", tenant="acme").facts
+    assert {f.object for f in cities} == {"Lisbon", "Porto"}
+    # "What workshop" asks for one kind of event: pride and the council meeting are not it.
+    workshop = mem.recall("What workshop did I attend?", tenant="acme").facts
+    assert [f.object for f in workshop] == ["pottery workshop"]

@@ -33,12 +33,14 @@ but its kind, ``Intent.specifics``), names some of its object, or when the turn 
 drawn from is among the best ``CORROBORATING_ITEMS`` evidence items the query matched
 directly: "what did I buy from a thrift store?" is not answered by "the user bought a bike
 helmet" (LongMemEval, hash: 32 of the 41 facts shown on 48 questions were such values,
-none from an evidence turn; the rule leaves 10, 2 of them from evidence turns). A taste
-(likes, dislikes, favorite, prefers: objects of every kind) answers a query naming the kind
-of value it wants ("what kind of books does Nate enjoy?", ``Intent.kind``) only when its
-object names the kind, it is among the closest dense neighbours, or its turn is among that
-evidence (LoCoMo, fastembed: 32 of 359 facts shown were such tastes, "Nate likes turtles"
-for the books, none from an evidence turn; R@5 0.615 -> 0.617, R@10 unchanged). A belief
+none from an evidence turn; the rule leaves 10, 2 of them from evidence turns). A value
+of a slot of many kinds (tastes: likes, dislikes, favorite, prefers; attended, visited:
+``OWN_KINDS``) answers a query naming another kind of value than the slot's own ("what kind
+of books does Nate enjoy?", "what workshop did Caroline attend?", ``Intent.kind``; not
+"which cities has Jon visited?") only when its object names the kind, it is among the
+closest dense neighbours, or its turn is among that evidence (LoCoMo, fastembed: 39 of 359
+facts shown were such values, "Nate likes turtles" for the books, none from an evidence
+turn; R@5 0.615 -> 0.618, R@10 0.707 -> 0.708). A belief
 that is merely about a named person is not (LoCoMo, hash, facts counted by their source
 turn before the evidence: 7.7 such facts per recall, 1% of them pointing at an evidence
 turn, R@10 0.512 against 0.670 without facts). Nor is a belief about someone else: when the
@@ -91,9 +93,18 @@ OBJECT_NAMED = 0.5
 # turn is among the turns of this many best evidence items (``_one_of_many_corroborated``).
 CORROBORATING_ITEMS = 10
 CONFLICT_FACTOR = 0.8
-# Tastes: their objects are of every kind (a food, a book, a pastime), so a query naming the
-# kind it wants ("what kind of books ...") is answered only by those of that kind (_of_kind).
-TASTE_PREDICATES = frozenset({"likes", "dislikes", "favorite", "prefers"})
+_PLACES = ("place places city cities town towns country countries state states area areas "
+           "region regions location locations destination destinations spot spots")
+# The predicates whose objects are of many kinds, each with the words naming the kind its
+# objects all are. A query naming another kind ("what kind of books does Nate enjoy?",
+# "what workshop did Caroline attend?") is answered only by values of that kind (_of_kind);
+# "which cities has Jon visited?" names the predicate's own kind and leaves the slot open.
+# Tastes (likes, ...) have objects of every kind: a food, a book, a pastime.
+OWN_KINDS: Mapping[str, frozenset[str]] = {
+    predicate: frozenset(stem(w) for w in own.split()) for predicate, own in (
+        ("likes", "thing things"), ("dislikes", "thing things"),
+        ("favorite", "thing things"), ("prefers", "thing things"),
+        ("attended", "event events"), ("visited", _PLACES))}
 OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
 NAME_PREDICATES = frozenset({"name_is", "preferred_name_is"})
 OTHER_RELATIVE = 0.7  # "my son": the daughter (has_child too) when the son is known by name
@@ -244,8 +255,9 @@ def relevant(fc: FactCandidate, open_slot: bool = True,
     if of_assistant:
         return c["object"] > OBJECT_NAMED
     if c["subject"] and c["predicate"]:
-        if open_slot and kind and fc.predicate in TASTE_PREDICATES:
-            return _of_kind(fc, kind, evidence_turns)
+        own = OWN_KINDS.get(fc.predicate)
+        if open_slot and own is not None and not kind <= own:
+            return _of_kind(fc, kind - own, evidence_turns)
         return open_slot or _one_of_many_corroborated(fc, evidence_turns)
     if c["object"] > OBJECT_NAMED:
         return True
@@ -288,11 +300,12 @@ def _one_of_many_corroborated(fc: FactCandidate, evidence_turns: AbstractSet[str
 
 def _of_kind(fc: FactCandidate, kind: AbstractSet[str], evidence_turns: AbstractSet[str]
              ) -> bool:
-    """A taste ("Nate likes turtles") answers a query naming the kind of thing it asks for
-    ("what kind of books does Nate enjoy?") only when it is of that kind as far as memory
-    can tell: its object names the kind ("favorite book: Dune"), it is among the query's
-    closest dense neighbours, or the turn it was drawn from is among the best evidence (a
-    keyword match says little: the subject's name and the verb match every taste)."""
+    """A value of a slot of many kinds ("Nate likes turtles", ``OWN_KINDS``) answers a query
+    naming the kind of value it asks for ("what kind of books does Nate enjoy?") only when
+    it is of that kind as far as memory can tell: its object names the kind ("favorite
+    book: Dune"), it is among the query's closest dense neighbours, or the turn it was
+    drawn from is among the best evidence (a keyword match says little: the subject's name
+    and the verb match every value)."""
     if not kind.isdisjoint(_object_words(fc.object_text)):
         return True
     dense_rank = fc.cand.ranks.get("belief_dense")
