@@ -178,6 +178,11 @@ LOCATION_RULES = (
        r"from\s+"
        rf"{OBJ}", f"{_S} visited {{obj}}", policy="proper", date_role="event", max_words=4,
        confidence=0.65),
+    # "the pic I took on my trip to the Smoky Mountains": a trip taken (not "planning my trip
+    # to Japan": only after on/during/from, which speak of one made).
+    _r("trip_to", r"\b(?:on|during|from)\s+(?:my|our)\s+(?:(?:last|recent|latest|first|"
+       rf"road)\s+)?trip\s+to\s+{OBJ}", f"{_S} visited {{obj}}", policy="proper",
+       date_role="event", max_words=4, confidence=0.65),
     _r("been_to", rf"{WE_HAVE}\s+{ADV}been\s+to\s+{OBJ}", f"{_S} visited {{obj}}",
        policy="proper", split_and=True, max_words=4, confidence=0.65),
     _r("attended", rf"{WE}\s+{ADV}attended\s+{OBJ}", f"{_S} attended {{obj}}",
