@@ -63,6 +63,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from memory_core.db.sqlite import Connection
 from memory_core.model.belief_rules import fact_text, normalize_object
@@ -100,11 +101,11 @@ _PLACES = ("place places city cities town towns country countries state states a
 # "what workshop did Caroline attend?") is answered only by values of that kind (_of_kind);
 # "which cities has Jon visited?" names the predicate's own kind and leaves the slot open.
 # Tastes (likes, ...) have objects of every kind: a food, a book, a pastime.
-OWN_KINDS: Mapping[str, frozenset[str]] = {
+OWN_KINDS: Mapping[str, frozenset[str]] = MappingProxyType({
     predicate: frozenset(stem(w) for w in own.split()) for predicate, own in (
         ("likes", "thing things"), ("dislikes", "thing things"),
         ("favorite", "thing things"), ("prefers", "thing things"),
-        ("attended", "event events"), ("visited", _PLACES))}
+        ("attended", "event events"), ("visited", _PLACES))})
 OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
 NAME_PREDICATES = frozenset({"name_is", "preferred_name_is"})
 OTHER_RELATIVE = 0.7  # "my son": the daughter (has_child too) when the son is known by name

@@ -157,9 +157,10 @@ class Intent:
     specifics: frozenset[str] = frozenset()
     # Whose turns answer it (``whose_words``): "user", "assistant" or neither.
     whose: frozenset[str] = frozenset()
-    # The kind of value it asks for, when it names one that is not the predicate's own
-    # ("books" of "what kind of books does Nate enjoy?"; not "hobbies", which asks for
-    # ``likes`` itself): stemmed content words between "what"/"which" and the verb.
+    # The kind of value it asks for: its stemmed content words between "what"/"which" and
+    # the verb ("books" of "what kind of books does Nate enjoy?"), less those asking for a
+    # predicate ("hobbies" asks for ``likes`` itself) or naming a time. ``facts`` sets the
+    # predicate's own kind aside ("cities" of visited: ``facts.OWN_KINDS``).
     kind: frozenset[str] = frozenset()
 
 
