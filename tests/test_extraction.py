@@ -661,6 +661,13 @@ def test_a_liking_of_an_aspect_a_pronoun_or_a_bare_gerund_is_none(text: str) -> 
     ("I love cooking and baking.", ["cooking", "baking"]),
     ("I really like the idea and the acting.", ["acting"]),
     ("Max loves playing with his squeaky ball.", ["playing with his squeaky ball"]),
+    # Genres before one head noun are kinds of it (LoCoMo: "Nate likes action", "Nate likes
+    # fantasy" from "I love action and sci-fi movies"); other words keep their own sense.
+    ("I love action and sci-fi movies, the effects are so cool!",
+     ["action movies", "sci-fi movies"]),
+    ("I like rock and pop music.", ["rock music", "pop music"]),
+    ("I love pizza and cheese sticks.", ["pizza", "cheese sticks"]),
+    ("I love jazz and board games.", ["jazz", "board games"]),
 ])
 def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> None:
     assert _objects(text, "likes") == expected

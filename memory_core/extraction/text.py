@@ -144,6 +144,14 @@ _PREF_PRONOUNS = _set("it|they|them|their|theirs|him|hers")  # not "his", "her":
 # Prepositions after which "and" joins what the preposition governs ("road trips with
 # friends and family", "books about personal development and mindset"), not two likings.
 _PREPOSITIONS = _set("about|with|of|for|from|on|in|to|at|by|between|among")
+# "action and sci-fi movies": kinds of one thing, the head said once ("action movies").
+_GENRES = _set(
+    "action|adventure|animated|anime|comedy|crime|documentary|drama|fantasy|horror|indie|"
+    "mystery|romance|romantic|sci-fi|scifi|superhero|thriller|war|western|historical|"
+    "classical|jazz|rock|pop|folk|punk|metal|hip-hop|rap|electronic|reggae|blues|soul|"
+    "country|strategy|puzzle|racing|sports|retro")
+_MEDIA = _set(
+    "movies|films|shows|series|books|novels|stories|comics|music|songs|bands|games|podcasts")
 _COMPOUNDS = _set(
     "mac and cheese|rock and roll|rock 'n' roll|fish and chips|salt and pepper|"
     "drum and bass|peanut butter and jelly|dungeons and dragons|arts and crafts|"
@@ -297,8 +305,21 @@ def clean_object(
         parts = _joined_after_preposition([p for p in _AND_SPLIT.re.split(phrase) if p],
                                           max_words)
         parts = [" ".join(_trim(p.split(), entity, articles=plain, tails=plain)) for p in parts]
+        parts = _shared_head(parts)
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
+
+
+def _shared_head(parts: list[str]) -> list[str]:
+    """Give one-word genres before the last item its head noun: "action" + "sci-fi movies"
+    -> "action movies" (a genre alone says less: "likes action"); "pizza" + "cheese sticks"
+    stay as they are (pizza is no genre)."""
+    last = parts[-1].split() if parts else []
+    if len(parts) < 2 or len(last) < 2 or last[-1].lower() not in _MEDIA \
+            or last[-2].lower() not in _GENRES:
+        return parts
+    head = last[-1]
+    return [f"{p} {head}" if p.lower() in _GENRES else p for p in parts[:-1]] + parts[-1:]
 
 
 def _joined_after_preposition(parts: list[str], max_words: int) -> list[str]:

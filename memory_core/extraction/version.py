@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.6"
-RULES_DIGEST = "529bbf4691e9a99419a46a7b"
+RULES_VERSION = "2026-12-03.7"
+RULES_DIGEST = "73439753877e1f818ac4c484"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
