@@ -673,6 +673,25 @@ def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> 
     assert _objects(text, "likes") == expected
 
 
+@pytest.mark.parametrize(("text", "predicate", "expected"), [
+    # LongMemEval's evidence turns said these and drew nothing: "I've bought" (the bought
+    # rule read only "I bought"), "did attend three sessions of" (the group was too long
+    # an object with its count, and "did attend" no attending).
+    ("I've already bought three tops from H&M, I'm loving their summer collection.",
+     "bought", ["three tops"]),
+    ("We have purchased a house in Denver.", "bought", ["house"]),
+    ("I have bought into the idea.", "bought", []),
+    ("I've bought a bunch of stuff for the trip.", "bought", []),  # no thing in particular
+    ("I did attend three sessions of the bereavement support group.", "attended",
+     ["bereavement support group"]),
+    ("I attended two meetings of the book club.", "attended", ["book club"]),
+    ("I did attend, but left early.", "attended", []),
+])
+def test_a_purchase_or_attendance_said_with_have_did_or_a_count(text: str, predicate: str,
+                                                              expected: list[str]) -> None:
+    assert _objects(text, predicate) == expected
+
+
 # --- a pasted interview is not the speaker talking -----------------------------------------
 def test_a_pasted_interview_transcript_is_read_for_nothing() -> None:
     # LongMemEval: a pasted transcript made the user "Dolly" and "Lakshay", from New Delhi.

@@ -185,7 +185,11 @@ LOCATION_RULES = (
        date_role="event", max_words=4, confidence=0.65),
     _r("been_to", rf"{WE_HAVE}\s+{ADV}been\s+to\s+{OBJ}", f"{_S} visited {{obj}}",
        policy="proper", split_and=True, max_words=4, confidence=0.65),
-    _r("attended", rf"{WE}\s+{ADV}attended\s+{OBJ}", f"{_S} attended {{obj}}",
+    # "I did attend three sessions of the bereavement support group": the group is what was
+    # attended (the count stays in the turn).
+    _r("attended", rf"{WE}\s+{ADV}(?:attended|did\s+attend)\s+(?:(?:\d+|one|two|three|four|"
+       r"five|six|seven|eight|nine|ten|a\s+few|several|some|all|both|many)\s+(?:sessions|"
+       rf"meetings|classes|rounds|days|nights)\s+of\s+)?{OBJ}", f"{_S} attended {{obj}}",
        date_role="event", max_words=5),
     _r("was_at_event", rf"{WE}\s+(?:was|were)\s+{ADV}at\s+(?P<obj>{_EVENT_PHRASE})(?![\w-])",
        f"{_S} attended {{obj}}", date_role="event", max_words=5, confidence=0.65),
@@ -197,6 +201,10 @@ LOCATION_RULES = (
        f"{_S} attended {{obj}}", date_role="event", max_words=5, confidence=0.65),
 )
 
+# What was bought, said of no thing in particular ("I've bought a bunch of stuff").
+_NO_PURCHASE = frozenset(lex(
+    "stuff|things|bunch of stuff|bunch of things|lot of stuff|lot of things|lots of stuff|"
+    "lots of things|few things|couple of things|some things|everything|nothing|it|them"))
 # "the payments team at Stripe": the employer is the part after the unit.
 _UNIT = (
     r"(?:the\s+(?:[\w-]+\s+){0,2}?(?:team|group|department|division|office|branch|lab|unit)\s+"
@@ -406,9 +414,9 @@ POSSESSION_RULES = (
        strip_possessive=True),
     _r("drives", rf"\bI\s+{ADV}drive\s+an?\s+{OBJ}", f"{_S} owns {{obj}}", max_words=4,
        confidence=0.65),
-    _r("bought", rf"{WE}\s+{ADV}(?:bought|purchased|got\s+myself)\s+{OBJ}",
+    _r("bought", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:bought|purchased|got\s+myself)\s+{OBJ}",
        f"{_S} bought {{obj}}", date_role="event", max_words=4, confidence=0.7,
-       strip_possessive=True),
+       strip_possessive=True, reject=_NO_PURCHASE),
 )
 
 _TRAVEL = r"(?P<verb>going|heading|flying|driving|traveling|travelling|off|moving|returning)"
