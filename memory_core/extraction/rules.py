@@ -201,10 +201,6 @@ LOCATION_RULES = (
        f"{_S} attended {{obj}}", date_role="event", max_words=5, confidence=0.65),
 )
 
-# What was bought, said of no thing in particular ("I've bought a bunch of stuff").
-_NO_PURCHASE = frozenset(lex(
-    "stuff|things|bunch of stuff|bunch of things|lot of stuff|lot of things|lots of stuff|"
-    "lots of things|few things|couple of things|some things|everything|nothing|it|them"))
 # "the payments team at Stripe": the employer is the part after the unit.
 _UNIT = (
     r"(?:the\s+(?:[\w-]+\s+){0,2}?(?:team|group|department|division|office|branch|lab|unit)\s+"
@@ -394,6 +390,10 @@ _PET_END = (
     r"(?=\s*(?:$|[,.!;]|and\b|who\b|at\s+home|now\b|too\b|as\s+well|last\b|this\b|"
     r"yesterday\b|recently\b))"
 )
+# What was bought, said of no thing in particular ("I've bought a bunch of stuff").
+_NO_PURCHASE = frozenset(lex(
+    "stuff|things|bunch of stuff|bunch of things|lot of stuff|lot of things|lots of stuff|"
+    "lots of things|few things|couple of things|some things|everything|nothing|it|them"))
 POSSESSION_RULES = (
     _r("pet_named", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:have|got|adopted|rescued|own)\s+"
        rf"(?:a|an)\s+{_PET_ADJS}"
