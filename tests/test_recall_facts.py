@@ -136,9 +136,16 @@ def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: se
     ("What does Lena like?", set()),
     ("What are Joanna's hobbies?", set()),  # "hobbies" asks for likes itself
     ("Why does Nate like turtles as pets?", set()),  # no what/which: says which value
+    # A verb after "what" asks what did something: no kind, and the rest says which value.
+    ("What inspired John to join the marching event?", set()),
 ])
 def test_intent_reads_the_kind_of_value_asked_for(query: str, kind: set[str]) -> None:
     assert read_intent(query).kind == kind
+
+
+def test_a_question_of_what_did_something_says_which_value_it_wants() -> None:
+    assert read_intent("What inspired John to join the marching event?").specifics == {
+        "inspired", "john", "join", "marching"}
 
 
 def test_intent_reads_every_relation_the_extractor_stores() -> None:

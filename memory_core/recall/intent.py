@@ -335,13 +335,23 @@ _OTHER_SENSE: Mapping[str, Callable[[list[str], int], bool]] = MappingProxyType(
 })
 
 
+# "What inspired John to ...?", "what made you ...": a verb after "what" asks what did
+# something, not for a kind of value; the words after it say which one.
+_CAUSE_VERBS = frozenset((
+    "inspired", "inspires", "inspire", "motivated", "motivates", "motivate", "made", "makes",
+    "make", "happened", "happens", "caused", "causes", "led", "leads", "helped", "helps",
+    "prompted", "prompts", "drove", "drives", "sparked", "sparks", "kept", "keeps", "got",
+    "gets", "brought", "brings", "changed", "changes", "influenced", "encouraged",
+    "convinced", "pushed", "triggered"))
+
+
 def _value_kind(toks: list[str]) -> frozenset[str]:
     """The words naming the kind of value asked for: those after "what"/"which" up to the
     verb ("which cities has Jon visited?", "what kind of indoor activities ..."): they say
     what sort of answer is wanted, not which one."""
     out: set[str] = set()
     for i, word in enumerate(toks):
-        if word in ("what", "which"):
+        if word in ("what", "which") and toks[i + 1:i + 2] and toks[i + 1] not in _CAUSE_VERBS:
             for nxt in toks[i + 1:]:
                 if nxt in _VERB_WORDS:
                     break
