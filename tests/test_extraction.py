@@ -644,6 +644,9 @@ def test_a_list_of_three_is_no_name(text: str, expected: set[tuple[str, str, str
     "I love their work.",
     "I really love having them around.",
     "I love the smell and taste it adds to dishes.",
+    # A clause is no list of things (LoCoMo stored "power you were talking" and "is awesome").
+    "I love how it shows the togetherness and power you were talking about.",
+    "Being my own boss and doing something I love is awesome.",
 ])
 def test_a_liking_of_an_aspect_a_pronoun_or_a_bare_gerund_is_none(text: str) -> None:
     assert _objects(text, "likes") == []

@@ -115,8 +115,13 @@ PHRASE_BAD_START = _set(
     "it|it's|that|that's|that'll|that’s|that’ll|it'll|it’ll|they're|they’re|there's|there’s|"
     "this|these|those|you|your|yours|him|her|them|they|he|she|how|what|when|"
     "where|why|who|which|whatever|whoever|there|here|everything|anything|something|nothing|"
-    "everyone|someone|anyone|all|so|such|both|either|neither|one|ones|me|us|myself|if|like"
+    "everyone|someone|anyone|all|so|such|both|either|neither|one|ones|me|us|myself|if|like|"
+    "is|are|was|were|am"
 )
+# Words a clause starts with, never a list of things.
+_CLAUSE_START = _set(
+    "how|what|when|where|why|who|which|whatever|whoever|that|that's|it|it's|this|these|those|"
+    "there|there's|here|you|your|they|they're|he|she|if|is|are|was|were|am")
 PHRASE_BAD_END = _set(
     "it|that|this|them|him|her|you|one|there|these|those|so|ones|me|us|stuff|things|"
     "something|anything|everything|lot|much|more|well|too"
@@ -300,6 +305,10 @@ def clean_object(
     if not words:
         return None
     phrase = " ".join(words)
+    if not entity and words[0].lower() in _CLAUSE_START:
+        # A clause ("how it shows the togetherness and power you were talking about"): no
+        # part of it is a thing of its own ("both X and Y" still lists two).
+        return None
     parts = [phrase]
     if split_and and phrase.lower() not in _COMPOUNDS:
         parts = _joined_after_preposition([p for p in _AND_SPLIT.re.split(phrase) if p],

@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.8"
-RULES_DIGEST = "8a1b3a5e438bba36bc5014d0"
+RULES_VERSION = "2026-12-03.9"
+RULES_DIGEST = "f72f513bff5e956105d5a2f8"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
