@@ -37,6 +37,7 @@ from memory_core.extraction.lexicon import (
     NAME2,
     NAME_BODY,
     NATIONALITIES,
+    NUMBER_WORDS,
     OBJ,
     PET_ADJ,
     REL,
@@ -149,6 +150,8 @@ IDENTITY_RULES = (
        rf"in\s+(?!(?:19|20)\d\d|{MONTH_RE}\b){OBJ}", f"{_S} born_in {{obj}}", policy="proper"),
 )
 
+# A count in words ("three sessions of"): the lexicon's number words but the article.
+_COUNT = alt(tuple(w for w in NUMBER_WORDS if w not in ("a", "an")))
 _EVENT_PHRASE = rf"(?:(?:a|an|the|my|our)\s+)?(?:[\w'’-]+\s+){{0,3}}?{alt(EVENTS)}s?"
 LOCATION_RULES = (
     _r("live", rf"{WE}\s+{ADV}live\s+in\s+{OBJ}", f"{_S} lives_in {{obj}}", policy="proper",
@@ -187,9 +190,9 @@ LOCATION_RULES = (
        policy="proper", split_and=True, max_words=4, confidence=0.65),
     # "I did attend three sessions of the bereavement support group": the group is what was
     # attended (the count stays in the turn).
-    _r("attended", rf"{WE}\s+{ADV}(?:attended|did\s+attend)\s+(?:(?:\d+|one|two|three|four|"
-       r"five|six|seven|eight|nine|ten|a\s+few|several|some|all|both|many)\s+(?:sessions|"
-       rf"meetings|classes|rounds|days|nights)\s+of\s+)?{OBJ}", f"{_S} attended {{obj}}",
+    _r("attended", rf"{WE}\s+{ADV}(?:attended|did\s+attend)\s+(?:(?:\d+|{_COUNT}|a\s+few|"
+       r"several|some|all|both|many)\s+(?:sessions|meetings|classes|rounds|days|nights)\s+of\s+)?"
+       rf"{OBJ}", f"{_S} attended {{obj}}",
        date_role="event", max_words=5),
     _r("was_at_event", rf"{WE}\s+(?:was|were)\s+{ADV}at\s+(?P<obj>{_EVENT_PHRASE})(?![\w-])",
        f"{_S} attended {{obj}}", date_role="event", max_words=5, confidence=0.65),

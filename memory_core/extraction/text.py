@@ -111,17 +111,16 @@ ENTITY_BAD_START = _set(
     "everything|anything|someone|everyone|night|nights|weekends|remotely|remote|hard|late|"
     "early|all|some|any|more|most|lots|much|not|no|how|what|why|when|where|who|which|whatever"
 )
-PHRASE_BAD_START = _set(
-    "it|it's|that|that's|that'll|that’s|that’ll|it'll|it’ll|they're|they’re|there's|there’s|"
-    "this|these|those|you|your|yours|him|her|them|they|he|she|how|what|when|"
-    "where|why|who|which|whatever|whoever|there|here|everything|anything|something|nothing|"
-    "everyone|someone|anyone|all|so|such|both|either|neither|one|ones|me|us|myself|if|like|"
-    "is|are|was|were|am"
-)
-# Words a clause starts with, never a list of things.
+# Words a clause starts with ("how it shows ..."), never a list of things.
 _CLAUSE_START = _set(
     "how|what|when|where|why|who|which|whatever|whoever|that|that's|it|it's|this|these|those|"
     "there|there's|here|you|your|they|they're|he|she|if|is|are|was|were|am")
+# ... and, besides those, the words no phrase of a thing starts with.
+PHRASE_BAD_START = _CLAUSE_START | _set(
+    "that'll|that’s|that’ll|it'll|it’ll|they’re|there’s|yours|him|her|them|everything|"
+    "anything|something|nothing|everyone|someone|anyone|all|so|such|both|either|neither|one|"
+    "ones|me|us|myself|like"
+)
 PHRASE_BAD_END = _set(
     "it|that|this|them|him|her|you|one|there|these|those|so|ones|me|us|stuff|things|"
     "something|anything|everything|lot|much|more|well|too"
