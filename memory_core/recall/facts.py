@@ -262,9 +262,7 @@ def relevant(fc: FactCandidate, open_slot: bool = True,
         return open_slot or _one_of_many_corroborated(fc, evidence_turns)
     if c["object"] > OBJECT_NAMED:
         return True
-    dense_rank = fc.cand.ranks.get("belief_dense")
-    return bool(c["predicate"]) and bool(
-        c["entity"] or c["keyword"] or (dense_rank is not None and dense_rank <= DENSE_ONLY_TOP))
+    return bool(c["predicate"]) and bool(c["entity"] or c["keyword"] or _close_neighbour(fc))
 
 
 def asked_subjects(about: Mapping[str, float], scored: Iterable[FactCandidate]) -> set[str]:
@@ -296,7 +294,7 @@ def _one_of_many_corroborated(fc: FactCandidate, evidence_turns: AbstractSet[str
     spec = PREDICATES.get(fc.predicate)
     if (spec is not None and spec.functional) or fc.components["object"] > 0:
         return True
-    return not evidence_turns.isdisjoint(fc.cand.turn_uids)
+    return _corroborated(fc, evidence_turns)
 
 
 def _of_kind(fc: FactCandidate, kind: AbstractSet[str], evidence_turns: AbstractSet[str]
@@ -307,11 +305,18 @@ def _of_kind(fc: FactCandidate, kind: AbstractSet[str], evidence_turns: Abstract
     book: Dune"), it is among the query's closest dense neighbours, or the turn it was
     drawn from is among the best evidence (a keyword match says little: the subject's name
     and the verb match every value)."""
-    if not kind.isdisjoint(_object_words(fc.object_text)):
-        return True
+    return (not kind.isdisjoint(_object_words(fc.object_text)) or _close_neighbour(fc)
+            or _corroborated(fc, evidence_turns))
+
+
+def _close_neighbour(fc: FactCandidate) -> bool:
+    """One of the ``DENSE_ONLY_TOP`` closest beliefs to the query vector."""
     dense_rank = fc.cand.ranks.get("belief_dense")
-    if dense_rank is not None and dense_rank <= DENSE_ONLY_TOP:
-        return True
+    return dense_rank is not None and dense_rank <= DENSE_ONLY_TOP
+
+
+def _corroborated(fc: FactCandidate, evidence_turns: AbstractSet[str]) -> bool:
+    """Drawn from a turn of the best evidence items the query matched directly."""
     return not evidence_turns.isdisjoint(fc.cand.turn_uids)
 
 

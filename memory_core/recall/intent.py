@@ -203,12 +203,12 @@ def read_intent(text: str) -> Intent:
                                                              "moved_to", "visited")):
         predicates["lives_in"] = WHERE_WEIGHT
     terms = frozenset(stem(t) for t in query_terms(text))
+    # The words saying something of the value: of its kind, or else which one.
+    said = frozenset(t for t in terms if not _asks_or_dates(t))
     kind = _value_kind(toks)
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
-                  terms, frozenset(relation_words), frozenset(
-                      t for t in terms if t not in kind and not _asks_or_dates(t)),
-                  whose_words(text),
-                  frozenset(t for t in terms if t in kind and not _asks_or_dates(t)))
+                  terms, frozenset(relation_words), said - kind, whose_words(text),
+                  said & kind)
 
 
 def whose_words(text: str) -> frozenset[str]:
