@@ -476,13 +476,18 @@ def test_the_facts_lookups_are_index_ranges(seeded) -> None:
         assert "SCAN b" not in plan and "SCAN beliefs" not in plan, (sql, plan)
 
 
+def _unrelated_turns(seeder, n: int = 12) -> None:
+    """Turns no fact question matches, so that "the best evidence items" are a choice."""
+    for i in range(n):
+        seeder.turn("acme", f"Rain again today, day {i} of the storm")
+
+
 def test_a_value_of_a_many_valued_slot_needs_the_query_open_or_its_turn_found(seeded,
                                                                              mem) -> None:
     seeder, _ = seeded
     lamp = seeder.turn("acme", "Found a ceramic lamp at the thrift store on Elm Street, $5!")
     helmet = seeder.turn("acme", "I ordered a bike helmet online last week")
-    for n in range(12):
-        seeder.turn("acme", f"Rain again today, day {n} of the storm")
+    _unrelated_turns(seeder)
     seeder.belief("acme", "user", "bought", "ceramic lamp", turn_uid=lamp)
     seeder.belief("acme", "user", "bought", "bike helmet", turn_uid=helmet)
     # The query says what it wants (a thrift store buy): of the user's purchases only the
@@ -504,8 +509,7 @@ def test_a_taste_answers_a_query_naming_a_kind_only_when_of_that_kind(seeded, me
     book = seeder.turn("acme", "I love my favorite book, a fantasy saga about dragons")
     other = [seeder.turn("acme", text) for text in (
         "My turtles are the best pets", "Chocolate is my weakness", "Cards every Friday")]
-    for n in range(12):
-        seeder.turn("acme", f"Rain again today, day {n} of the storm")
+    _unrelated_turns(seeder)
     seeder.belief("acme", "user", "favorite", "book: Dragon Saga", turn_uid=book)
     for uid, obj in zip(other, ("turtles", "chocolate", "card games"), strict=True):
         seeder.belief("acme", "user", "likes", obj, turn_uid=uid)
@@ -527,8 +531,7 @@ def test_an_event_or_place_answers_a_query_naming_another_kind_only_when_of_it(s
         "The pottery workshop downtown was so much fun", "Pride was amazing this year",
         "The council meeting ran late again", "Lisbon was sunny all week",
         "Porto's bridges at night!")]
-    for n in range(12):
-        seeder.turn("acme", f"Rain again today, day {n} of the storm")
+    _unrelated_turns(seeder)
     for uid, (predicate, obj) in zip(turns, (
             ("attended", "pottery workshop"), ("attended", "pride"),
             ("attended", "council meeting"), ("visited", "Lisbon"), ("visited", "Porto")),
