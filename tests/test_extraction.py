@@ -647,6 +647,12 @@ def test_a_list_of_three_is_no_name(text: str, expected: set[tuple[str, str, str
     # A clause is no list of things (LoCoMo stored "power you were talking" and "is awesome").
     "I love how it shows the togetherness and power you were talking about.",
     "Being my own boss and doing something I love is awesome.",
+    # LoCoMo stored these (session 21): a manner ("the way ..."), the rest of a relative
+    # clause, and a clause whose "and" joins what it says.
+    "I love the way the frosting turned out!",
+    "Connecting with the things I love makes writing even more fun.",
+    "I'm really passionate about making sure veterans are supported and valued in our "
+    "community.",
 ])
 def test_a_liking_of_an_aspect_a_pronoun_or_a_bare_gerund_is_none(text: str) -> None:
     assert _objects(text, "likes") == []
@@ -671,6 +677,25 @@ def test_a_liking_of_an_aspect_a_pronoun_or_a_bare_gerund_is_none(text: str) -> 
     ("I like rock and pop music.", ["rock music", "pop music"]),
     ("I love pizza and cheese sticks.", ["pizza", "cheese sticks"]),
     ("I love jazz and board games.", ["jazz", "board games"]),
+    # A list with commas is every item (the comma ended the object: "likes horror"), "both"
+    # is no part of one (only "pasta" was drawn); a comma adding to an item is no list.
+    ("I like horror, comedy and romance films.",
+     ["horror films", "comedy films", "romance films"]),
+    ("I enjoy reading, watching movies, and exploring nature.",
+     ["reading", "watching movies", "exploring nature"]),
+    ("I love both pizza and pasta.", ["pizza", "pasta"]),
+    ("I love cooking Indian food, especially the rich and creamy curries.",
+     ["cooking indian food"]),
+    ("I love pizza, but I hate olives.", ["pizza"]),
+    # What ends the thing liked: a clause joined by "so" or "and" (LoCoMo stored "share my
+    # love with others", "talking about what we're thankful"), an example ("like Bach").
+    ("I'm passionate about dance and fashion so combining them lets me share my love with "
+     "others.", ["dance", "fashion"]),
+    ("We love prepping the feast and talking about what we're thankful for.",
+     ["prepping the feast"]),
+    ("I love spicy food and shrimp is my favorite protein.", ["spicy food"]),
+    ("I'm a fan of both classical like Bach and Mozart.", ["classical", "mozart"]),
+    ("I love dance so much.", ["dance"]),
 ])
 def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> None:
     assert _objects(text, "likes") == expected
@@ -693,6 +718,35 @@ def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> 
 def test_a_purchase_or_attendance_said_with_have_did_or_a_count(text: str, predicate: str,
                                                               expected: list[str]) -> None:
     assert _objects(text, predicate) == expected
+
+
+@pytest.mark.parametrize("text", [
+    # LoCoMo: "Gina remembers just do it", "... I'm always here for you", "... believe in
+    # yourself and your abilities": a "remember" that counsels the listener.
+    "Hey Jon! Remember, just do it!",
+    "And remember, I'm always here for you.",
+    "Don't forget, believe in yourself and your abilities.",
+    "Remember, never give up.",
+])
+def test_advice_to_remember_is_no_memory(text: str) -> None:
+    assert _objects(text, "remembers") == []
+
+
+def test_a_thing_to_remember_is_still_kept() -> None:
+    assert _objects("Remember that my sister's birthday is May 3.", "remembers") == [
+        "my sister's birthday is may 3"]
+    assert _objects("Please remember that the wifi password is hunter2.", "remembers") == [
+        "wifi password is hunter2"]
+
+
+def test_a_clause_led_by_a_gerund_names_no_one() -> None:
+    # LoCoMo: "Having likes other dog" (and an entity "Having"): "He" was read as "Having".
+    text = "Having a walking buddy for Max will be great. He really likes the other dog too!"
+    assert not [c for c in extract_heuristic(_turn(text, speaker="Audrey"))
+                if c.subject.lower() == "having"]
+    assert ("Theo", "likes", "the other dog") not in _triples(text)
+    assert ("Theo", "likes", "other dog") in _triples(
+        "Theo came over. He really likes the other dog too!")
 
 
 # --- a pasted interview is not the speaker talking -----------------------------------------

@@ -193,6 +193,8 @@ def _rel_mention() -> re.Pattern[str]:
 
 
 _NAME_LEAD = LazyRegex(rf"^(?P<name>{NAME_BODY})(?:[.!]?$|\s+(?-i:[a-z]))")
+# "Having a walking buddy will be great": a clause led by a gerund names no one.
+_GERUND = LazyRegex(r"[A-Z][a-z]{2,}ing")
 _I_FORMS = frozenset({"i", "i'm", "i've", "i'll", "i'd", "i’m", "i’ve", "i’ll", "i’d"})
 _WORD = LazyRegex(r"[^\W\d_][\w'’]*")
 _UNIT_WORDS = frozenset({"team", "department", "group", "division", "unit", "office", "shift",
@@ -261,7 +263,8 @@ class _Referent:
             word = rel_label(mention.group("rel"))
             name = mention.group("name")
             self._set(name if name else "my " + word, REL_GENDER.get(word))
-        elif (lead := _NAME_LEAD.re.match(clause)) and clean_name(lead.group("name")):
+        elif (lead := _NAME_LEAD.re.match(clause)) and clean_name(lead.group("name")) \
+                and not _GERUND.re.fullmatch(lead.group("name")):
             self._set(clean_name(lead.group("name")) or "", None)  # "Theo." / "Tess moved out"
 
     def _set(self, text: str, gender: str | None) -> None:

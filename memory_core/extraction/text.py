@@ -53,7 +53,7 @@ _CLAUSE_SPLIT = LazyRegex(
     re.IGNORECASE,
 )
 _HARD_CUT = LazyRegex(
-    r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<!St|Dr|Mr|Ms|Mt|Jr|Sr)(?<!Mrs)\.(?=\s|$)"
+    r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<!(?-i:St|Dr|Mr|Ms|Mt|Jr|Sr))(?<!(?-i:Mrs))\.(?=\s|$)"
     r"|\s(?:lol|haha+|lmao|tbh|btw|imo|xd)\b",
     re.IGNORECASE,
 )
@@ -111,10 +111,17 @@ ENTITY_BAD_START = _set(
     "everything|anything|someone|everyone|night|nights|weekends|remotely|remote|hard|late|"
     "early|all|some|any|more|most|lots|much|not|no|how|what|why|when|where|who|which|whatever"
 )
-# Words a clause starts with ("how it shows ..."), never a list of things.
+# Words a clause starts with ("how it shows ..."; "the way the frosting turned out"; the rest
+# of a relative clause: "the things I love [makes writing fun]"), never a list of things.
 _CLAUSE_START = _set(
     "how|what|when|where|why|who|which|whatever|whoever|that|that's|it|it's|this|these|those|"
-    "there|there's|here|you|your|they|they're|he|she|if|is|are|was|were|am")
+    "there|there's|here|you|your|they|they're|he|she|if|is|are|was|were|am|way|makes|gives|"
+    "keeps|helps|means|brings|gets|feels|seems|lets|has|does")
+# A liking holding one of these is a clause, not a thing: "talking about what we're thankful
+# for"; with a verb, its "and" joins what the clause says ("making sure veterans are supported
+# and valued"), not two things.
+_PREF_CLAUSE_VERBS = _set("is|are|was|were|been")
+_PREF_CLAUSE_WORDS = _PREF_CLAUSE_VERBS | _set("what|how|why|where|who|whom")
 # ... and, besides those, the words no phrase of a thing starts with.
 PHRASE_BAD_START = _CLAUSE_START | _set(
     "that'll|that’s|that’ll|it'll|it’ll|they’re|there’s|yours|him|her|them|everything|"
@@ -167,6 +174,15 @@ _PROPER_AFTER_IN = LazyRegex(
     r"(?=(?:the\s+)?[A-Z])"
 )
 _AND_SPLIT = LazyRegex(r"\s*,\s*(?:and\s+)?|\s+(?:and|&)\s+", re.IGNORECASE)
+# "horror, comedy and romance films", "Paris, London, and Rome": a list whose commas do not end
+# the object (a comma does otherwise: "pizza, but ...").
+_LIST_ITEM = r"[^\W\d_][\w'’-]*(?:\s+[^\W\d_][\w'’-]*){0,2}"
+# An item after a comma that starts so adds to the one before ("Indian food, especially the
+# rich ..."): no list.
+_NOT_ITEM = (r"(?!(?:especially|particularly|mainly|mostly|like|including|such|sometimes|even|"
+             r"also)\b)")
+_COMMA_LIST = LazyRegex(rf"\s*{_LIST_ITEM}(?:\s*,\s*{_NOT_ITEM}{_LIST_ITEM}){{1,5}}\s*,?\s+"
+                        rf"(?:and|or|&)\s+{_NOT_ITEM}", re.IGNORECASE)
 
 
 def strip_fillers(text: str) -> str:
@@ -220,7 +236,10 @@ def _cut_words(words: list[str], entity: bool, split_and: bool) -> list[str]:
             proper_next = nxt[:1].isupper() and not starts_clause
             if (entity and not proper_next) or (not entity and starts_clause):
                 break
-        if not entity and low in ("so", "after", "before") and starts_clause:
+        # "so" joins a clause ("dance and fashion so combining them lets me ..."), unless it
+        # says how much ("so much", trimmed as a tail).
+        if not entity and ((low == "so" and nxt.lower() not in ("much", "many"))
+                           or (low in ("after", "before") and starts_clause)):
             break
         out.append(word)
     return out
@@ -252,6 +271,8 @@ def _trim(words: list[str], entity: bool, articles: bool, tails: bool = False) -
 
 def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> str | None:
     words = part.strip(" .'’\"").split()
+    if policy == "pref" and "like" in (low := [w.lower() for w in words])[1:]:
+        words = words[: low.index("like", 1)]  # "classical like Bach": what it is like aside
     if not words or len(words) > max_words:
         return None
     low = [w.lower() for w in words]
@@ -268,7 +289,8 @@ def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> s
     if len(low) == 1 and low[0] in _VAGUE_SINGLE:
         return None
     if policy == "pref" and ((len(low) == 1 and low[0] in _PREF_VAGUE_SINGLE)
-                             or not _PREF_PRONOUNS.isdisjoint(low)):
+                             or not _PREF_PRONOUNS.isdisjoint(low)
+                             or not _PREF_CLAUSE_WORDS.isdisjoint(low)):
         return None
     if policy == "pref" and low[0] == "to":
         if len(low) < 2 or " ".join(low[1:3]) in _COGNITIVE or low[1] in _COGNITIVE:
@@ -289,7 +311,8 @@ def clean_object(
     if policy == "date":
         text = " ".join(raw.split()).strip(" .,!?;:")
         return (text,) if text else None
-    cut = _HARD_CUT.re.search(raw)
+    listed = _COMMA_LIST.re.match(raw) if split_and else None
+    cut = _HARD_CUT.re.search(raw, listed.end() if listed else 0)
     raw = raw[: cut.start()] if cut else raw
     if policy == "proper":
         # "a small town in Maine": the place is the proper name after "in"
@@ -301,6 +324,11 @@ def clean_object(
     words = _trim(words, entity, articles=plain, tails=plain)
     if strip_possessive and len(words) > 1 and words[0].lower() in ("my", "our"):
         words = words[1:]
+    if split_and and len(words) > 2 and words[0].lower() in ("both", "either") \
+            and not {"and", "or"}.isdisjoint(w.lower() for w in words):
+        words = words[1:]  # "both pizza and pasta"
+    if policy == "pref":
+        words = _before_clause(words)
     if not words:
         return None
     phrase = " ".join(words)
@@ -316,6 +344,18 @@ def clean_object(
         parts = _shared_head(parts)
     cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
+
+
+def _before_clause(words: list[str]) -> list[str]:
+    """A liking's words before a clause joined to it ("spicy food [and shrimp is my favorite]");
+    none when a verb comes before any "and" (the whole is a clause: "making sure veterans are
+    supported and valued")."""
+    low = [w.lower().strip(",") for w in words]
+    verb = next((i for i, w in enumerate(low) if w in _PREF_CLAUSE_VERBS), None)
+    if verb is None:
+        return words
+    joins = [i for i, w in enumerate(low[:verb]) if w in ("and", "&")]
+    return words[: joins[-1]] if joins else []
 
 
 def _shared_head(parts: list[str]) -> list[str]:
@@ -389,6 +429,12 @@ def clean_name(raw: str) -> str | None:
     return name if len(name) > 1 and check_subject(name) is None else None
 
 
+# A "remember ..." that counsels the one listening, not a thing to keep: it speaks to them or
+# tells them what to do.
+_SECOND_PERSON = _set("you|your|yours|yourself|yourselves|you're|you've|you'll|you'd|you’re")
+_ADVICE_START = _set("just|don't|dont|don’t|never")
+
+
 def clean_remembered(text: str) -> str | None:
     """The free fact of an explicit "remember that ..." request, or None if too short/long."""
     body = " ".join(text.split()).strip(" .,!;:")
@@ -396,4 +442,7 @@ def clean_remembered(text: str) -> str | None:
     body = body.removeprefix("that ").strip(" .,!?;:")
     if len(body.split()) < 2 or len(body) > MAX_REMEMBER_CHARS:
         return None
+    words = [w.strip(".,!?;:'’\"").lower() for w in body.split()]
+    if words[0] in _ADVICE_START or not _SECOND_PERSON.isdisjoint(words):
+        return None  # advice to the listener ("Remember, just do it!", "... here for you")
     return body
