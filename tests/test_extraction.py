@@ -749,6 +749,33 @@ def test_a_clause_led_by_a_gerund_names_no_one() -> None:
         "Theo came over. He really likes the other dog too!")
 
 
+# --- a quoted title is one thing ---------------------------------------------------------
+@pytest.mark.parametrize(("text", "predicate", "expected"), [
+    # The quote ended the object (nothing was drawn, or "plans to watch"), and the colon of
+    # "Spider-Man: No Way Home" ended the clause, its "No" made it a negation.
+    ('I love "The Office" and "Parks and Recreation".', "likes",
+     ["office", "parks and recreation"]),
+    ('I really like "Happy" and "Thank U, Next".', "likes", ["happy", "thank u, next"]),
+    ('We love "Home Alone" - it always brings lots of laughs!', "likes", ["home alone"]),
+    ('My favorite movie is "Spider-Man: No Way Home".', "favorite",
+     ["movie: spider-man: no way home"]),
+    ('I\'m planning to watch "Spider-Man: No Way Home" next weekend.', "plans_to",
+     ["watch spider-man: no way home"]),
+    # Too long with its title, the object is what comes before it, as before.
+    ('I\'m planning to drive my 2018 Ford Mustang GT to the "Speed Demons" event at the '
+     'Willow Springs International Raceway in California.', "plans_to",
+     ["drive my 2018 ford mustang gt"]),
+])
+def test_a_quoted_title_is_one_thing(text: str, predicate: str, expected: list[str]) -> None:
+    assert _objects(text, predicate) == expected
+
+
+def test_quoted_speech_is_no_title() -> None:
+    # LongMemEval: a pasted passage's “Rain, rain, go away,” my little sister Stella sang.
+    assert _triples("“Rain, rain, go away,” my little sister Stella sang.") == set()
+    assert _triples('She was like "I live in London now" and I was shocked.') == set()
+
+
 # --- a pasted interview is not the speaker talking -----------------------------------------
 def test_a_pasted_interview_transcript_is_read_for_nothing() -> None:
     # LongMemEval: a pasted transcript made the user "Dolly" and "Lakshay", from New Delhi.

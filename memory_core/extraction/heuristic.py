@@ -50,6 +50,7 @@ from memory_core.extraction.text import (
     clean_name,
     clean_object,
     clean_remembered,
+    without_titles,
 )
 from memory_core.extraction.text import sentences as split_sentences
 from memory_core.model.belief_rules import REPLACEABLE
@@ -397,7 +398,7 @@ def _extract_sentence(sentence: str, anchor: datetime,
     referent = referent if referent is not None else _Referent()
     for clause in [] if conditional else clauses(text):
         clause = referent.resolve(clause)
-        gates = _gates(clause)
+        gates = _gates(without_titles(clause))
         found: list[CandidateBelief] = []
         if not gates.blocked:
             phrases = find_date_phrases(clause)

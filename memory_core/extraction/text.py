@@ -53,7 +53,7 @@ _CLAUSE_SPLIT = LazyRegex(
     re.IGNORECASE,
 )
 _HARD_CUT = LazyRegex(
-    r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<!(?-i:St|Dr|Mr|Ms|Mt|Jr|Sr))(?<!(?-i:Mrs))\.(?=\s|$)"
+    r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<=\w)[-–—]\s|(?<!(?-i:St|Dr|Mr|Ms|Mt|Jr|Sr))(?<!(?-i:Mrs))\.(?=\s|$)"
     r"|\s(?:lol|haha+|lmao|tbh|btw|imo|xd)\b",
     re.IGNORECASE,
 )
@@ -185,6 +185,15 @@ _COMMA_LIST = LazyRegex(rf"\s*{_LIST_ITEM}(?:\s*,\s*{_NOT_ITEM}{_LIST_ITEM}){{1,
                         rf"(?:and|or|&)\s+{_NOT_ITEM}", re.IGNORECASE)
 
 
+# A quoted title ("The Office", “Spider-Man: No Way Home”) is one thing, its punctuation and
+# "and" its own (and no clause ends inside it, nor does its "No" negate one): it starts with a
+# capital or a digit and is at most 80 characters; with "I", "my", "we" ... in it, or ending
+# in a comma or a stop inside the quotes (“Rain, rain, go away,” she sang), it is speech.
+_QUOTED_TITLE = LazyRegex(r"[\"“](?![^\"“”\n]{0,80}?\b(?i:I|I['’]m|my|me|we|our)\b)"
+                          r"((?-i:[A-Z0-9])[^\"“”\n]{0,79}?)(?<![,.;:!?])[\"”]")
+_TITLE_OPEN, _TITLE_CLOSE = "\ue000", "\ue001"
+
+
 def strip_fillers(text: str) -> str:
     """Drop leading discourse fillers ("Oh, well, so ...")."""
     return _FILLER.re.sub("", text.strip(), count=1).strip()
@@ -219,7 +228,16 @@ def sentences(text: str) -> list[str]:
 def clauses(sentence: str) -> list[str]:
     """Independent clauses, so a question or hypothetical in one does not hide another."""
     marked = _LIST_WITH_SPEAKER.re.sub(rf"\1{_NO_SPLIT}", sentence)
-    parts = (strip_fillers(p.replace(_NO_SPLIT, "")) for p in _CLAUSE_SPLIT.re.split(marked))
+    # Never inside a quoted title ("Spider-Man: No Way Home").
+    quoted = [m.span() for m in _QUOTED_TITLE.re.finditer(marked)] \
+        if '"' in marked or "“" in marked else []
+    pieces, start = [], 0
+    for cut in _CLAUSE_SPLIT.re.finditer(marked):
+        if not any(a < cut.start() < b for a, b in quoted):
+            pieces.append(marked[start:cut.start()])
+            start = cut.end()
+    pieces.append(marked[start:])
+    parts = (strip_fillers(p.replace(_NO_SPLIT, "")) for p in pieces)
     return [p for p in parts if p]
 
 
@@ -311,6 +329,23 @@ def clean_object(
     if policy == "date":
         text = " ".join(raw.split()).strip(" .,!?;:")
         return (text,) if text else None
+    titles: list[str] = []
+    titled = _QUOTED_TITLE.re.sub(lambda m: _title_mark(titles, m.group(1)), raw)
+    if titles:
+        found = _clean_cut(titled, policy, max_words, split_and, reject, strip_possessive,
+                           titles)
+        if found is not None:
+            return found
+    return _clean_cut(raw, policy, max_words, split_and, reject, strip_possessive, [])
+
+
+def _clean_cut(raw: str, policy: str, max_words: int, split_and: bool, reject: frozenset[str],
+               strip_possessive: bool, titles: list[str]) -> tuple[str, ...] | None:
+    """``clean_object`` of ``raw``: with ``titles``, its quoted titles are stand-ins; without,
+    a title ends the object as any quote does (what ``clean_object`` falls back to when the
+    object with its titles is no clean thing, e.g. too long: "drive my 2018 Ford Mustang GT
+    [to the "Speed Demons" event at ...]")."""
+    entity = policy in ("entity", "proper")
     listed = _COMMA_LIST.re.match(raw) if split_and else None
     cut = _HARD_CUT.re.search(raw, listed.end() if listed else 0)
     raw = raw[: cut.start()] if cut else raw
@@ -318,7 +353,6 @@ def clean_object(
         # "a small town in Maine": the place is the proper name after "in"
         lead = _PROPER_AFTER_IN.re.match(raw)
         raw = raw[lead.end() :] if lead else raw
-    entity = policy in ("entity", "proper")
     plain = policy != "phrase"  # a thing named: no article, no "how long ago" or "how often"
     words = _cut_words(raw.split(), entity, split_and)
     words = _trim(words, entity, articles=plain, tails=plain)
@@ -342,8 +376,29 @@ def clean_object(
                                           max_words)
         parts = [" ".join(_trim(p.split(), entity, articles=plain, tails=plain)) for p in parts]
         parts = _shared_head(parts)
-    cleaned = [c for c in (_finish(p, policy, max_words, reject) for p in parts) if c]
+    cleaned = [c for c in (_finish(_titles_back(p, titles), policy, max_words, reject)
+                           for p in parts) if c]
     return tuple(dict.fromkeys(cleaned)) or None
+
+
+def without_titles(clause: str) -> str:
+    """``clause`` with each quoted title one neutral word (what the rule gates read)."""
+    if '"' not in clause and "“" not in clause:
+        return clause
+    return _QUOTED_TITLE.re.sub("Title", clause)
+
+
+def _title_mark(titles: list[str], title: str) -> str:
+    """A stand-in for a quoted title while the object is cut and split: one word, without
+    the punctuation that would end the object ("Spider-Man: No Way Home")."""
+    titles.append(" ".join(title.split()))
+    return f"{_TITLE_OPEN}{len(titles) - 1}{_TITLE_CLOSE}"
+
+
+def _titles_back(text: str, titles: list[str]) -> str:
+    for i, title in enumerate(titles):
+        text = text.replace(f"{_TITLE_OPEN}{i}{_TITLE_CLOSE}", title)
+    return text
 
 
 def _before_clause(words: list[str]) -> list[str]:
