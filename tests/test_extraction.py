@@ -749,6 +749,25 @@ def test_a_clause_led_by_a_gerund_names_no_one() -> None:
         "Theo came over. He really likes the other dog too!")
 
 
+@pytest.mark.parametrize("text", [
+    # LongMemEval: 127 of the 327 likings its users said were approval of what the
+    # assistant had just proposed, which "What do I like?" listed beside their tastes.
+    "I like the idea of creating a content calendar.",
+    "I love the sound of the Chicken Fajitas recipe.",
+    "I really like the pasta-making kit idea!",
+    "I like the third option.",
+    "I love the options you provided.",
+    "I like the revised routine you've suggested.",
+])
+def test_approval_of_a_proposal_is_no_taste(text: str) -> None:
+    assert _objects(text, "likes") == []
+
+
+def test_a_taste_beside_an_approval_is_kept() -> None:
+    assert _objects("I like the variety of recipes you provided, and I love spicy food.",
+                    "likes") == ["spicy food"]
+
+
 # --- a quoted title is one thing ---------------------------------------------------------
 @pytest.mark.parametrize(("text", "predicate", "expected"), [
     # The quote ended the object (nothing was drawn, or "plans to watch"), and the colon of

@@ -152,6 +152,13 @@ _PREF_VAGUE_SINGLE = _set(
     "setting|shape|way"
 )
 _PREF_PRONOUNS = _set("it|they|them|their|theirs|him|hers")  # not "his", "her": a pet's own
+# Approval of what was just proposed, not a taste: "I like the idea of a content calendar",
+# "I love the sound of the Chicken Fajitas recipe", "the pasta-making kit idea", "the third
+# option", "the options you provided" (LongMemEval: 120 of its 327 likings were such).
+_PREF_REACTION_HEAD = _set("idea|sound|thought|concept")
+_PREF_REACTION_END = _set("idea|ideas|suggestion|suggestions|option|options|proposal|plan")
+_SECOND_PERSON = _set("you|your|yours|yourself|yourselves|you're|you've|you'll|you'd|you’re|"
+                      "you’ve")
 # Prepositions after which "and" joins what the preposition governs ("road trips with
 # friends and family", "books about personal development and mindset"), not two likings.
 _PREPOSITIONS = _set("about|with|of|for|from|on|in|to|at|by|between|among")
@@ -308,7 +315,10 @@ def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> s
         return None
     if policy == "pref" and ((len(low) == 1 and low[0] in _PREF_VAGUE_SINGLE)
                              or not _PREF_PRONOUNS.isdisjoint(low)
-                             or not _PREF_CLAUSE_WORDS.isdisjoint(low)):
+                             or not _PREF_CLAUSE_WORDS.isdisjoint(low)
+                             or not _SECOND_PERSON.isdisjoint(low)
+                             or (low[0] in _PREF_REACTION_HEAD and low[1:2] == ["of"])
+                             or low[-1] in _PREF_REACTION_END):
         return None
     if policy == "pref" and low[0] == "to":
         if len(low) < 2 or " ".join(low[1:3]) in _COGNITIVE or low[1] in _COGNITIVE:
@@ -484,9 +494,8 @@ def clean_name(raw: str) -> str | None:
     return name if len(name) > 1 and check_subject(name) is None else None
 
 
-# A "remember ..." that counsels the one listening, not a thing to keep: it speaks to them or
-# tells them what to do.
-_SECOND_PERSON = _set("you|your|yours|yourself|yourselves|you're|you've|you'll|you'd|you’re")
+# A "remember ..." that counsels the one listening, not a thing to keep: it speaks to them
+# (``_SECOND_PERSON``) or tells them what to do.
 _ADVICE_START = _set("just|don't|dont|don’t|never")
 
 

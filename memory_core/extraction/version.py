@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.11"
-RULES_DIGEST = "7c55188e217420ab77734b32"
+RULES_VERSION = "2026-12-03.12"
+RULES_DIGEST = "a2b2728a1ecec7dea4183985"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
