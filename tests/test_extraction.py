@@ -239,9 +239,14 @@ def test_an_assistants_remember_is_advice_not_a_request() -> None:
     assert not [c for c in extract_heuristic(_turn(advice, speaker=" Assistant "))
                 if c.predicate == "remembers"]
     # The user's own request is still one, and so is a named speaker's (LoCoMo's speakers are
-    # two people talking).
-    assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(advice))})
-    assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(advice, speaker="Jon"))})
+    # two people talking). (Counsel without the speaker in it is none from anyone since
+    # session 21: test_advice_to_remember_is_no_memory.)
+    request = "Remember, my sister's birthday is May 3."
+    assert ("remembers" in {c.predicate for c in extract_heuristic(_turn(request))})
+    assert ("remembers" in {c.predicate
+                            for c in extract_heuristic(_turn(request, speaker="Jon"))})
+    assert not [c for c in extract_heuristic(_turn(request, speaker="assistant"))
+                if c.predicate == "remembers"]
 
 
 @pytest.mark.parametrize("text", [
@@ -727,6 +732,10 @@ def test_a_purchase_or_attendance_said_with_have_did_or_a_count(text: str, predi
     "And remember, I'm always here for you.",
     "Don't forget, believe in yourself and your abilities.",
     "Remember, never give up.",
+    # "Remember, ..." without the speaker in it: counsel (LongMemEval: "it's all about
+    # progress, not perfection", "the key is to start small and be consistent").
+    "Remember, it's all about progress, not perfection.",
+    "Remember, the key is to be consistent and make it a habit.",
 ])
 def test_advice_to_remember_is_no_memory(text: str) -> None:
     assert _objects(text, "remembers") == []
@@ -737,6 +746,8 @@ def test_a_thing_to_remember_is_still_kept() -> None:
         "my sister's birthday is may 3"]
     assert _objects("Please remember that the wifi password is hunter2.", "remembers") == [
         "wifi password is hunter2"]
+    assert _objects("Remember, I'm allergic to peanuts.", "remembers") == [
+        "i'm allergic to peanuts"]
 
 
 def test_a_clause_led_by_a_gerund_names_no_one() -> None:

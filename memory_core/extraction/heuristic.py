@@ -411,8 +411,12 @@ def _extract_sentence(sentence: str, anchor: datetime,
             found = [dataclasses.replace(c, replaces=True)
                      if c.predicate in REPLACEABLE and not c.negated else c for c in found]
         out.extend(found)
-    if explicit and not out:
-        remembered = clean_remembered(text)
+    if explicit_match and not out:
+        # "Remember, ..." (a comma after the word) without the speaker in it is counsel
+        # ("Remember, it's all about progress, not perfection"; LongMemEval: every one of
+        # them), not a thing to keep; "remember that ..." is a request as it stands.
+        remembered = clean_remembered(
+            text, counsel="," in sentence[: explicit_match.start("rest")])
         if remembered:
             belief = CandidateBelief(
                 SPEAKER, "remembers", remembered, "user_explicit", REMEMBER_CONFIDENCE, None, None

@@ -496,11 +496,13 @@ def clean_name(raw: str) -> str | None:
 
 # A "remember ..." that counsels the one listening, not a thing to keep: it speaks to them
 # (``_SECOND_PERSON``) or tells them what to do.
+_FIRST_PERSON = _set("i|i'm|i’m|i've|i'll|i'd|me|my|mine|myself|we|we're|our|ours|us")
 _ADVICE_START = _set("just|don't|dont|don’t|never")
 
 
-def clean_remembered(text: str) -> str | None:
-    """The free fact of an explicit "remember that ..." request, or None if too short/long."""
+def clean_remembered(text: str, *, counsel: bool = False) -> str | None:
+    """The free fact of an explicit "remember that ..." request, or None if too short/long,
+    or advice (``counsel``: said as "Remember, ...": then it must name the speaker)."""
     body = " ".join(text.split()).strip(" .,!;:")
     body = re.sub(r"(?:,?\s*(?:please|thanks|thank\s+you|ok|okay))+$", "", body, flags=re.I)
     body = body.removeprefix("that ").strip(" .,!?;:")
@@ -509,4 +511,6 @@ def clean_remembered(text: str) -> str | None:
     words = [w.strip(".,!?;:'’\"").lower() for w in body.split()]
     if words[0] in _ADVICE_START or not _SECOND_PERSON.isdisjoint(words):
         return None  # advice to the listener ("Remember, just do it!", "... here for you")
+    if counsel and _FIRST_PERSON.isdisjoint(words):
+        return None
     return body
