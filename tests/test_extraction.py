@@ -719,6 +719,11 @@ def test_what_is_liked_is_a_thing_of_its_own(text: str, expected: list[str]) -> 
      ["bereavement support group"]),
     ("I attended two meetings of the book club.", "attended", ["book club"]),
     ("I did attend, but left early.", "attended", []),
+    # LongMemEval: "bought item", "bought first", "bought online", "kit online".
+    ("I'll add a column for the store where I purchased the item.", "bought", []),
+    ("I'll try the kit I bought first.", "bought", []),
+    ("My new paint, which I purchased online a month ago, is great.", "bought", []),
+    ("I bought a new vacuum cleaner online last week.", "bought", ["new vacuum cleaner"]),
 ])
 def test_a_purchase_or_attendance_said_with_have_did_or_a_count(text: str, predicate: str,
                                                               expected: list[str]) -> None:

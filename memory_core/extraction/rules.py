@@ -396,7 +396,9 @@ _PET_END = (
 # What was bought, said of no thing in particular ("I've bought a bunch of stuff").
 _NO_PURCHASE = frozenset(lex(
     "stuff|things|bunch of stuff|bunch of things|lot of stuff|lot of things|lots of stuff|"
-    "lots of things|few things|couple of things|some things|everything|nothing|it|them"))
+    "lots of things|few things|couple of things|some things|everything|nothing|it|them|"
+    # "where I purchased the item", "the kit I bought first", "which I purchased online"
+    "item|items|thing|one|ones|first|online|in store|in-store"))
 POSSESSION_RULES = (
     _r("pet_named", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:have|got|adopted|rescued|own)\s+"
        rf"(?:a|an)\s+{_PET_ADJS}"

@@ -90,7 +90,7 @@ _TRAILING = _set(
     "and all|or something|or so|etc|lol|haha|originally|on weekends|on the weekend|"
     "on the weekends|at night|in the morning|in the evening|every morning|every weekend|"
     "at home|so much|a ton|more and more|more than anything|in my free time|in my spare time|"
-    "for fun|whenever i can|when i can|myself|personally"
+    "for fun|whenever i can|when i can|myself|personally|online"
 )
 # How long ago or how often, left at the end of an object by a vague span the date rules do
 # not resolve ("Denver a few months [ago]", "hiking a few times a week"). Lowercase only: a
