@@ -561,6 +561,18 @@ def _objects(text: str, predicate: str) -> list[str]:
     return [_norm(c.object) for c in extract_heuristic(_turn(text)) if c.predicate == predicate]
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # LoCoMo: "plans to remember our camping trip", "plans to make it for my family";
+    # LongMemEval: "plans to definitely try to use this starting" (an adverb let "try" by).
+    ("I'll always remember our camping trip last year.", []),
+    ("I'm going to make it for my family this weekend!", []),
+    ("I'll definitely try to use this starting next week.", []),
+    ("I'm going to make it to the party on Saturday.", ["make it to the party"]),
+])
+def test_no_plan_of_remembering_or_of_a_pronoun(text: str, expected: list[str]) -> None:
+    assert _objects(text, "plans_to") == expected
+
+
 # --- two relatives' facts in one sentence -------------------------------------------------
 @pytest.mark.parametrize(("text", "expected"), [
     ("My daughter Zoe is 9 and my son Adam is 6.",

@@ -426,8 +426,11 @@ POSSESSION_RULES = (
 
 _TRAVEL = r"(?P<verb>going|heading|flying|driving|traveling|travelling|off|moving|returning)"
 _PLAN_REJECT_VERBS = (
-    r"(?!(?:be|say|tell|ask|need|have|try|let|make\s+sure|admit|guess|assume|check|see|think|"
-    r"do\s+it|do\s+that|answer|explain|repeat|start\s+by)\b)"
+    rf"(?!{ADV}(?:be|say|tell|ask|need|have|try|let|make\s+sure|admit|guess|assume|check|see|think|"
+    r"do\s+it|do\s+that|answer|explain|repeat|start\s+by|"
+    # "I'll always remember our camping trip" (no plan); "I'm going to make it for my family"
+    # (it: whatever was shown; "make it to the party" is one)
+    r"remember|forget|miss|cherish|treasure|make\s+it(?!\s+to\b))\b)"
 )
 # Groups that include the speaker: "we", "our team", "my wife and I".
 _GROUP = (
