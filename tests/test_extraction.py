@@ -562,6 +562,16 @@ def _objects(text: str, predicate: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
+    # "Tim is learning play the violin" was the fact (the "how to" dropped with its "to").
+    ("I'm learning how to play the violin now.", ["to play the violin"]),
+    ("I'm learning to cook.", ["to cook"]),
+    ("I'm learning German.", ["german"]),
+])
+def test_learning_to_do_something_keeps_its_to(text: str, expected: list[str]) -> None:
+    assert _objects(text, "learning") == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
     # LoCoMo: "plans to remember our camping trip", "plans to make it for my family";
     # LongMemEval: "plans to definitely try to use this starting" (an adverb let "try" by).
     ("I'll always remember our camping trip last year.", []),

@@ -137,7 +137,12 @@ IDENTITY_RULES = (
        rf"(?:language|tongue)\s+is)\s+(?P<lang>{alt(LANGUAGES)})(?![\w-])",
        f"{_S} speaks {{lang}}"),
     _r("learning", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}learning\s+"
-       rf"(?:how\s+to\s+|to\s+)?{OBJ}", f"{_S} learning {{obj}}", max_words=4,
+       rf"(?!(?:how\s+)?to\s){OBJ}", f"{_S} learning {{obj}}", max_words=4,
+       date_role="since", reject=_LEARN_REJECT),
+    # "I'm learning how to play the violin": Tim is learning to play the violin (not "...
+    # learning play the violin").
+    _r("learning_to", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}"
+       rf"learning\s+(?:how\s+)?to\s+{OBJ}", f"{_S} learning to {{obj}}", max_words=4,
        date_role="since", reject=_LEARN_REJECT),
     _r("lessons", rf"{I_AM}\s+{ADV}taking\s+{_NOT_DET}(?P<obj>[a-z]+(?:\s+[a-z]+)?)\s+"
        r"(?:lessons|classes)\b", f"{_S} learning {{obj}}", policy="phrase",

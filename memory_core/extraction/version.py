@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.15"
-RULES_DIGEST = "662dc699cf013cec220db2a0"
+RULES_VERSION = "2026-12-03.16"
+RULES_DIGEST = "6a15195efcd25dc3efacdc62"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
