@@ -796,6 +796,10 @@ def test_a_clause_led_by_a_gerund_names_no_one() -> None:
     "I like the third option.",
     "I love the options you provided.",
     "I like the revised routine you've suggested.",
+    "I like the template!",
+    "I like the suggested schedule, but I'm not sure.",
+    "I like number 2.",
+    "I'll try Strava and Runkeeper to see which one I like better.",
 ])
 def test_approval_of_a_proposal_is_no_taste(text: str) -> None:
     assert _objects(text, "likes") == []

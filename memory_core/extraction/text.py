@@ -149,14 +149,19 @@ _PREF_VAGUE_SINGLE = _set(
     "giving|putting|keeping|watching|working|coming|explore|idea|ideas|color|colors|colour|"
     "colours|texture|textures|smell|taste|energy|vibe|vibes|feel|feeling|feelings|look|sound|"
     "atmosphere|concept|theme|plot|plots|detail|details|message|mindset|mind|mood|spirit|"
-    "setting|shape|way"
+    "setting|shape|way|"
+    # which of two ("to see which one I like better"), and what the assistant just wrote ("I
+    # like the template", "the checklist", "the recipe"; LongMemEval)
+    "better|best|most|more|less|template|checklist|recipe|caption|draft|outline|summary|"
+    "version|layout|format|list|schedule|routine|itinerary|breakdown|table|answer|response"
 )
 _PREF_PRONOUNS = _set("it|they|them|their|theirs|him|hers")  # not "his", "her": a pet's own
 # Approval of what was just proposed, not a taste: "I like the idea of a content calendar",
 # "I love the sound of the Chicken Fajitas recipe", "the pasta-making kit idea", "the third
 # option", "the options you provided" (LongMemEval: 120 of its 327 likings were such).
 _PREF_REACTION_HEAD = _set("idea|sound|thought|concept")
-_PREF_REACTION_END = _set("idea|ideas|suggestion|suggestions|option|options|proposal|plan")
+_PREF_REACTION_END = _set("idea|ideas|suggestion|suggestions|option|options|proposal|plan|"
+                          "template|checklist|caption|draft|outline|schedule|itinerary")
 _SECOND_PERSON = _set("you|your|yours|yourself|yourselves|you're|you've|you'll|you'd|you’re|"
                       "you’ve")
 # Prepositions after which "and" joins what the preposition governs ("road trips with
@@ -318,6 +323,7 @@ def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> s
                              or not _PREF_CLAUSE_WORDS.isdisjoint(low)
                              or not _SECOND_PERSON.isdisjoint(low)
                              or (low[0] in _PREF_REACTION_HEAD and low[1:2] == ["of"])
+                             or (low[0] == "number" and low[1:2] != [] and low[1].isdigit())
                              or low[-1] in _PREF_REACTION_END):
         return None
     if policy == "pref" and low[0] == "to":
