@@ -98,6 +98,7 @@ def _r(name: str, pattern: str, *emits: str, **options: object) -> Rule:
 _S = "@speaker"
 _NOT_DET = r"(?!(?:the|a|an|my|our|his|her|their|your|this|that|some)\b)"
 _LEARN_REJECT = frozenset(lex("a lot|lots|so much|much|more|a ton|things|stuff|everything"))
+_LEARNING = rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}learning\s+"
 
 # "Maya here!", "it's Ken again", "I'm Dev": the speaker's name said in passing, weaker than "my
 # name is"; a speaker the turn already names is named so only by a form of that name
@@ -136,14 +137,12 @@ IDENTITY_RULES = (
     _r("fluent", rf"(?:{I_AM}\s+{ADV}(?:fluent|native)\s+in|\bmy\s+(?:native|first|mother)\s+"
        rf"(?:language|tongue)\s+is)\s+(?P<lang>{alt(LANGUAGES)})(?![\w-])",
        f"{_S} speaks {{lang}}"),
-    _r("learning", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}learning\s+"
-       rf"(?!(?:how\s+)?to\s){OBJ}", f"{_S} learning {{obj}}", max_words=4,
-       date_role="since", reject=_LEARN_REJECT),
+    _r("learning", rf"{_LEARNING}(?!(?:how\s+)?to\s){OBJ}", f"{_S} learning {{obj}}",
+       max_words=4, date_role="since", reject=_LEARN_REJECT),
     # "I'm learning how to play the violin": Tim is learning to play the violin (not "...
     # learning play the violin").
-    _r("learning_to", rf"(?:{I_AM}|{I_HAVE}\s+been|\bI\s+{ADV}(?:started|began))\s+{ADV}"
-       rf"learning\s+(?:how\s+)?to\s+{OBJ}", f"{_S} learning to {{obj}}", max_words=4,
-       date_role="since", reject=_LEARN_REJECT),
+    _r("learning_to", rf"{_LEARNING}(?:how\s+)?to\s+{OBJ}", f"{_S} learning to {{obj}}",
+       max_words=4, date_role="since", reject=_LEARN_REJECT),
     _r("lessons", rf"{I_AM}\s+{ADV}taking\s+{_NOT_DET}(?P<obj>[a-z]+(?:\s+[a-z]+)?)\s+"
        r"(?:lessons|classes)\b", f"{_S} learning {{obj}}", policy="phrase",
        reject=frozenset(lex("some|more|online|evening|night|extra|two|three|private|group"))),
