@@ -561,6 +561,29 @@ def _objects(text: str, predicate: str) -> list[str]:
     return [_norm(c.object) for c in extract_heuristic(_turn(text)) if c.predicate == predicate]
 
 
+@pytest.mark.parametrize(("text", "predicate", "expected"), [
+    # LoCoMo asks "What instruments does Tim play?", "What martial arts has John done?":
+    # nothing was drawn for either (no predicate).
+    ("Yeah, I play clarinet! Started when I was young.", "plays", ["clarinet"]),
+    ("I also play the piano.", "plays", ["piano"]),
+    ("I play tennis with my friends every Sunday.", "plays", ["tennis"]),
+    ("We play Ticket to Ride every Friday.", "plays", ["ticket to ride"]),
+    ("I've been playing a lot of Overwatch lately.", "plays", ["overwatch"]),
+    ("I usually play CS:GO with my friends.", "plays", ["cs:go"]),  # a colon in a word
+    ("I'm doing kickboxing and it's giving me so much energy.", "practices", ["kickboxing"]),
+    ("I'm off to do some taekwondo!", "practices", ["taekwondo"]),
+    ("I started doing aerial yoga last month.", "practices", ["aerial yoga"]),
+    # Not what is played: with whom, what part, how, or a chess move.
+    ("I play with my dog every day.", "plays", []),
+    ("I played a big role in the project.", "plays", []),
+    ("I've been playing professionally for a year.", "plays", []),
+    ("I play Qd1# as the black pieces.", "plays", []),
+    ("I'm doing great, thanks!", "practices", []),
+])
+def test_what_is_played_or_practised(text: str, predicate: str, expected: list[str]) -> None:
+    assert _objects(text, predicate) == expected
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     # "Tim is learning play the violin" was the fact (the "how to" dropped with its "to").
     ("I'm learning how to play the violin now.", ["to play the violin"]),

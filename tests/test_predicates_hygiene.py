@@ -22,7 +22,9 @@ from memory_core.model.predicates import PREDICATES, PredicateSpec, get_predicat
 
 
 def test_vocabulary_size_and_shape() -> None:
-    assert 30 <= len(PREDICATES) <= 45
+    # A closed vocabulary: a new predicate must earn its place (47 since session 21's plays
+    # and practices: "What instruments does Tim play?", "What martial arts has John done?").
+    assert 30 <= len(PREDICATES) <= 50
     for name, spec in PREDICATES.items():
         assert isinstance(spec, PredicateSpec) and spec.name == name
         assert name.islower() and " " not in name

@@ -42,6 +42,9 @@ pytest_plugins = ("tests.helpers.recall_fixtures",)
     ("Summarise the article about the sea", False, None, ()),
     ("Have I been to Japan?", True, "visited", ()),
     ("Are Jordan and Sam together?", False, "has_partner", ()),
+    ("What instruments does Tim play?", False, "plays", ()),
+    ("What types of yoga has Maria practiced?", False, "practices", ()),
+    ("What martial arts has John done?", False, "practices", ()),
 ])
 def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: bool,
                                                      predicate: str | None,
@@ -545,3 +548,21 @@ def test_an_event_or_place_answers_a_query_naming_another_kind_only_when_of_it(s
     # "What workshop" asks for one kind of event: pride and the council meeting are not it.
     workshop = mem.recall("What workshop did I attend?", tenant="acme").facts
     assert [f.object for f in workshop] == ["pottery workshop"]
+
+
+def test_what_is_played_or_practised_answers_its_question(seeded, mem) -> None:
+    # LoCoMo: "What instruments does Tim play?", "What martial arts has John done?" had no
+    # fact to answer them (no predicate for either).
+    seeder, _ = seeded
+    turns = [seeder.turn("acme", text) for text in (
+        "Yeah, I play clarinet! Started when I was young.",
+        "I'm doing kickboxing and it's giving me so much energy.",
+        "I love chocolate.")]
+    _unrelated_turns(seeder)
+    for uid, (predicate, obj) in zip(turns, (("plays", "clarinet"), ("practices", "kickboxing"),
+                                             ("likes", "chocolate")), strict=True):
+        seeder.belief("acme", "user", predicate, obj, turn_uid=uid)
+    played = mem.recall("What instruments do I play?", tenant="acme").facts
+    assert [(f.predicate, f.object) for f in played][:1] == [("plays", "clarinet")]
+    practised = mem.recall("What martial arts do I practise?", tenant="acme").facts
+    assert [(f.predicate, f.object) for f in practised][:1] == [("practices", "kickboxing")]

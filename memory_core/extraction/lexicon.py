@@ -149,6 +149,13 @@ VENUES = lex(
     "museum|art museum|zoo|aquarium|art gallery|gallery|beach|national park|theme park|"
     "amusement park|botanical garden|botanical gardens|lake|mountains|countryside"
 )
+# What one practises rather than plays ("I'm doing kickboxing", "I practice yoga").
+PRACTICES = lex(
+    "yoga|hot yoga|aerial yoga|power yoga|vinyasa|vinyasa yoga|hatha yoga|pilates|kickboxing|"
+    "boxing|karate|taekwondo|judo|jiu-jitsu|jiu jitsu|brazilian jiu-jitsu|bjj|aikido|kung fu|"
+    "tai chi|muay thai|mma|martial arts|krav maga|capoeira|fencing|archery|crossfit|meditation|"
+    "ballet|parkour|calisthenics|weightlifting|powerlifting|rock climbing|bouldering|zumba"
+)
 APPOINTMENTS = lex(
     "appointment|interview|job interview|exam|test|surgery|flight|date|recital|"
     "presentation|check-up|checkup|deadline|audition|performance"

@@ -40,6 +40,7 @@ from memory_core.extraction.lexicon import (
     NUMBER_WORDS,
     OBJ,
     PET_ADJ,
+    PRACTICES,
     REL,
     REL_ADJS,
     SPECIES,
@@ -318,6 +319,35 @@ WORK_RULES = (
        f"{_S} works_on {{obj}}", confidence=0.6, max_words=4),
 )
 
+# What one plays ("I also play the piano", "I've been playing Xenoblade Chronicles", "we play
+# board games"), not with whom or what part ("play with my dog", "played a big role").
+_NOT_PLAYED = (r"(?!(?:with|around|along|it|them|this|that|a\s+(?:big\s+|huge\s+|key\s+)?"
+               r"(?:role|part)|an?\s+(?:important|major)|dead|hard|safe|nice|fair|out|together|"
+               r"for|on|in|at|to|against|like|by|games?\s+with|some|more|less)\b)")
+_PLAY = (rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am|['’]re|\s+are)?\s+{ADV}"
+         rf"(?:(?:started|began)\s+)?(?:play|playing)\s+{_NOT_PLAYED}"
+         rf"(?:the\s+|a\s+lot\s+of\s+|lots\s+of\s+)?(?!\S*[#=+])")  # not a chess move: "Qd1#"
+# A game's name with its small words ("Ticket to Ride", "Settlers of Catan"): whole.
+_GAME_TITLE = (r"(?-i:[A-Z])[\w'’-]*(?:\s+(?:to|of|the|in|on|at)\s+(?:the\s+)?"
+               r"(?-i:[A-Z])[\w'’-]*)+(?![\w'’-])")
+# How or how much, not what ("I've been playing professionally"), or nothing in particular.
+_NO_PLAY = frozenset(lex(
+    "ever|professionally|competitively|casually|again|often|well|more|less|together|lately|"
+    "now|games|game|sports|sport|music|something|anything|everything"))
+ACTIVITY_RULES = (
+    _r("plays_title", rf"{_PLAY}(?P<obj>{_GAME_TITLE})", f"{_S} plays {{obj}}",
+       policy="phrase", max_words=6, confidence=0.7),
+    _r("plays", rf"{_PLAY}(?!(?:the\s+|a\s+lot\s+of\s+|lots\s+of\s+)?{_GAME_TITLE}){OBJ}",
+       f"{_S} plays {{obj}}", max_words=3,
+       split_and=True, confidence=0.7, reject=_NO_PLAY),
+    # "I'm doing kickboxing", "I'm off to do some taekwondo", "I started doing aerial yoga",
+    # "I practice meditation": practices of a known kind only ("I'm doing great").
+    _r("practices", rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am)?\s+{ADV}"
+       rf"(?:(?:off\s+to\s+|going\s+to\s+|started\s+|began\s+)?(?:do|doing)|practi[cs]e|"
+       rf"practi[cs]ing|took\s+up|taken\s+up|taking\s+up)\s+(?:some\s+|a\s+lot\s+of\s+)?"
+       rf"(?P<obj>{alt(PRACTICES)})(?![\w-])", f"{_S} practices {{obj}}", confidence=0.7),
+)
+
 _PREF_VERBS = r"(?:love|like|enjoy|adore|dig)"
 PREFERENCE_RULES = (
     _r("likes", rf"{WE}\s+{ADV}{_PREF_VERBS}\s+{OBJ}", f"{_S} likes {{obj}}", policy="pref",
@@ -546,12 +576,15 @@ NEGATION_RULES = (
        f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.7),
     _r("not_fan", rf"{I_AM}\s+not\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|into)\s+{OBJ}",
        f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.65),
+    _r("not_play", rf"\bI\s+{ADV}{_NO}\s+(?:really\s+)?play\s+{_NOT_PLAYED}(?:the\s+)?{OBJ}",
+       f"{_S} plays {{obj}}", max_words=3, split_and=True, negated=True, reject=_NO_PLAY),
     _r("decided_not", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}decided\s+(?P<obj>not\s+to\s+.{{1,160}})",
        f"{_S} decided {{obj}}", policy="phrase", date_role="event", max_words=8),
 )
 
 POSITIVE_RULES: tuple[Rule, ...] = (
-    IDENTITY_RULES + LOCATION_RULES + WORK_RULES + PREFERENCE_RULES + RELATION_RULES
+    IDENTITY_RULES + LOCATION_RULES + WORK_RULES + ACTIVITY_RULES + PREFERENCE_RULES
+    + RELATION_RULES
     + POSSESSION_RULES + PLAN_RULES + THIRD_PARTY_RULES
 )
 

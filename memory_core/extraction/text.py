@@ -53,7 +53,7 @@ _CLAUSE_SPLIT = LazyRegex(
     re.IGNORECASE,
 )
 _HARD_CUT = LazyRegex(
-    r"[,;:()\[\]{}\"“”!?…/|]|\s[-–—]\s|(?<=\w)[-–—]\s"
+    r"[,;()\[\]{}\"“”!?…/|]|:(?!\w)|\s[-–—]\s|(?<=\w)[-–—]\s"  # "CS:GO" is one word
     r"|(?<!(?-i:St|Dr|Mr|Ms|Mt|Jr|Sr))(?<!(?-i:Mrs))\.(?=\s|$)"  # "Dr." (not "films.")
     r"|\s(?:lol|haha+|lmao|tbh|btw|imo|xd)\b",
     re.IGNORECASE,
@@ -91,7 +91,7 @@ _TRAILING = _set(
     "and all|or something|or so|etc|lol|haha|originally|on weekends|on the weekend|"
     "on the weekends|at night|in the morning|in the evening|every morning|every weekend|"
     "at home|so much|a ton|more and more|more than anything|in my free time|in my spare time|"
-    "for fun|whenever i can|when i can|myself|personally|online"
+    "for fun|whenever i can|when i can|myself|personally|online|nonstop|non-stop|all the time"
 )
 # How long ago or how often, left at the end of an object by a vague span the date rules do
 # not resolve ("Denver a few months [ago]", "hiking a few times a week"). Lowercase only: a
@@ -160,6 +160,7 @@ _PREF_PRONOUNS = _set("it|they|them|their|theirs|him|hers")  # not "his", "her":
 # Approval of what was just proposed, not a taste: "I like the idea of a content calendar",
 # "I love the sound of the Chicken Fajitas recipe", "the pasta-making kit idea", "the third
 # option", "the options you provided" (LongMemEval: 137 of the 327 likings its users said).
+_CLOCK = LazyRegex(r"\d{1,2}:\d{2}$")
 _PREF_REACTION_HEAD = _set("idea|sound|thought|concept")
 _PREF_REACTION_END = _set("idea|ideas|suggestion|suggestions|option|options|proposal|plan|"
                           "template|checklist|caption|draft|outline|schedule|itinerary")
@@ -325,6 +326,7 @@ def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> s
                              or not _SECOND_PERSON.isdisjoint(low)
                              or (low[0] in _PREF_REACTION_HEAD and low[1:2] == ["of"])
                              or (low[0] == "number" and low[1:2] != [] and low[1].isdigit())
+                             or any(_CLOCK.re.match(w) for w in low)  # "the 7:30 am Tuesday"
                              or low[-1] in _PREF_REACTION_END):
         return None
     if policy == "pref" and low[0] == "to":

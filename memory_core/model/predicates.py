@@ -67,6 +67,8 @@ _SPECS: tuple[PredicateSpec, ...] = (
     PredicateSpec("studies", False, "literal", "field of study"),
     PredicateSpec("graduated_from", False, "entity", "event: graduated from a school"),
     PredicateSpec("learning", False, "literal", "a skill or language being learned"),
+    PredicateSpec("plays", False, "literal", "an instrument, sport or game the subject plays"),
+    PredicateSpec("practices", False, "literal", "a practice such as yoga or a martial art"),
     # preferences
     PredicateSpec("likes", False, "entity", "something the subject likes, loves or enjoys"),
     PredicateSpec("dislikes", False, "entity", "something the subject dislikes"),

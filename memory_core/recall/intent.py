@@ -50,6 +50,12 @@ _CUES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("nationality citizen citizenship", ("nationality_is",)),
     ("speak speaks language languages", ("speaks", "learning")),
     ("learn learning learned studying", ("learning", "studies")),
+    # Only the verb: "instruments", "sports", "games" are the kind of value asked for
+    # (``Intent.kind``: a taste of another kind does not answer), and tastes are no second
+    # predicate here (LoCoMo: "What instruments does Melanie play?" showed her 8 tastes).
+    ("play plays playing played", ("plays",)),
+    ("practice practices practiced practise practises practised practicing practising martial",
+     ("practices", "plays")),
     ("study studies studied school university college degree major", ("studies_at", "studies",
                                                                       "graduated_from")),
     ("graduate graduated", ("graduated_from",)),
