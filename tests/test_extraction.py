@@ -561,6 +561,20 @@ def _objects(text: str, predicate: str) -> list[str]:
     return [_norm(c.object) for c in extract_heuristic(_turn(text)) if c.predicate == predicate]
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # LoCoMo's Jon: "Which cities has Jon visited?" had Rome only in a sentence without its
+    # subject.
+    ("Still working on my biz. Took a short trip last week to Rome to clear my mind.",
+     ["rome"]),
+    ("Went to Paris with my sister last spring.", ["paris"]),
+    ("Went to the store after.", []),
+    ("She went to Rome.", []),
+])
+def test_a_trip_said_without_its_subject_is_the_speakers(text: str,
+                                                          expected: list[str]) -> None:
+    assert _objects(text, "visited") == expected
+
+
 @pytest.mark.parametrize(("text", "predicate", "expected"), [
     # LoCoMo asks "What instruments does Tim play?", "What martial arts has John done?":
     # nothing was drawn for either (no predicate).

@@ -175,7 +175,10 @@ LOCATION_RULES = (
        f"{_S} comes_from {{obj}}", policy="proper", confidence=0.75),
     _r("visited", rf"{WE}\s+{ADV}(?:visited|toured)\s+{OBJ}", f"{_S} visited {{obj}}",
        date_role="event", split_and=True, max_words=4),
-    _r("went_place", rf"{WE}\s+{ADV}(?:went|traveled|travelled|flew|drove|took\s+a\s+trip)\s+"
+    # ... and said without its subject, as chat does ("Took a short trip last week to Rome").
+    _r("went_place", rf"(?:{WE}\s+|^){ADV}(?:went|traveled|travelled|flew|drove|took\s+a\s+"
+       r"(?:(?:short|quick|little|weekend|day|road|spontaneous)\s+)?trip"
+       r"(?:\s+(?:last|this)\s+(?:week|weekend|month|year))?)\s+"
        rf"(?:back\s+)?to\s+(?!{_EVENT_PHRASE}(?![\w-])){OBJ}", f"{_S} visited {{obj}}",
        policy="proper",
        date_role="event", split_and=True, max_words=4),

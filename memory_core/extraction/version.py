@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.18"
-RULES_DIGEST = "e3fb30d3fc1d132af12a5ea7"
+RULES_VERSION = "2026-12-03.19"
+RULES_DIGEST = "ce5d2bbba263a7066ef87a82"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
