@@ -3,8 +3,9 @@
 ``mnemo memory status`` tells an operator which tenants hold beliefs drawn by older rules
 (``memory_core.write.reextract.rules_drift``); that is only true if every change to what
 the rules draw comes with a new ``RULES_VERSION``. This test is the detector: it digests
-what the heuristic extractor draws from the probe texts (the case file and the LoCoMo
-conversations: every speaker, real chat text) and compares it with ``RULES_DIGEST``.
+what the heuristic extractor draws from the probe texts (the case file, the LoCoMo
+conversations: every speaker, and LongMemEval's user turns: real chat text) and compares it
+with ``RULES_DIGEST``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from memory_core.extraction.version import RULES_DIGEST, RULES_VERSION
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "data" / "extraction_cases.jsonl"
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+LONGMEMEVAL = REPO.parent / "shared" / "data" / "longmemeval" / "longmemeval_s_dev48.json"
 AT = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
@@ -32,7 +34,13 @@ def probe_texts() -> list[tuple[str, str]]:
                 texts += [(t["speaker"], str(t.get("text", ""))) for t in session]
     for speaker in ("user", "assistant"):  # the same texts as the user's and the assistant's
         texts += [(speaker, text) for _, text in texts[:len(texts) // 4]]
-    return texts
+    # LongMemEval's user turns (11,260 distinct): real chat with an assistant, long and
+    # varied. Without them a rule change that only removed draws from such text (session
+    # 21: "bought online", "likes the template") left the digest as it was.
+    sessions = (s for q in json.loads(LONGMEMEVAL.read_text(encoding="utf-8"))
+                for s in q["haystack_sessions"])
+    users = dict.fromkeys(str(t["content"]) for s in sessions for t in s if t["role"] == "user")
+    return texts + [("user", text) for text in users]
 
 
 def rules_digest() -> str:
