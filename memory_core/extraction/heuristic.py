@@ -38,6 +38,7 @@ from memory_core.extraction.lexicon import (
     NUMBER_WORDS,
     REL_ADJS,
     REL_GENDER,
+    SPEECH_WORDS,
     VERB_LEMMA,
     LazyRegex,
     alt,
@@ -148,7 +149,7 @@ _REPORTED = LazyRegex(
 _TRANSCRIPT_LINE = LazyRegex(
     r"(?m)^[ \t]*(?:(?P<q>Q|Question|Interviewer|Moderator)|(?P<a>A|Answer|Interviewee|"
     r"Respondent))[ \t]*\d{0,3}[ \t]*[.:)][ \t]")
-_QUOTED = LazyRegex(r"[\"“«„].{0,300}?\b(?:I|I['’]m|my|me|we|our)\b", re.IGNORECASE)
+_QUOTED = LazyRegex(rf"[\"“«„].{{0,300}}?{SPEECH_WORDS}", re.IGNORECASE)
 _CODE = LazyRegex(r"[{}<>\\|]|==|=>|->|::|\(\)|\w\(|=\s*\S|;\s*$|^\s*[$#>]\s")
 _NEGATION = LazyRegex(
     r"\b(?:not|never|no|nobody|nothing|nowhere|neither|nor|none|without|anymore|hardly|"

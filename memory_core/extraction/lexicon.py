@@ -149,6 +149,9 @@ VENUES = lex(
     "museum|art museum|zoo|aquarium|art gallery|gallery|beach|national park|theme park|"
     "amusement park|botanical garden|botanical gardens|lake|mountains|countryside"
 )
+# A quote holding one of these is speech (quoted words of someone), not a title: the rule gate
+# that blocks quoted speech (heuristic) and the titles an object keeps whole (text) agree.
+SPEECH_WORDS = r"\b(?i:I|I['’]m|my|me|we|our)\b"
 # What one practises rather than plays ("I'm doing kickboxing", "I practice yoga").
 PRACTICES = lex(
     "yoga|hot yoga|aerial yoga|power yoga|vinyasa|vinyasa yoga|hatha yoga|pilates|kickboxing|"

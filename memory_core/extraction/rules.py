@@ -327,9 +327,10 @@ WORK_RULES = (
 _NOT_PLAYED = (r"(?!(?:with|around|along|it|them|this|that|a\s+(?:big\s+|huge\s+|key\s+)?"
                r"(?:role|part)|an?\s+(?:important|major)|dead|hard|safe|nice|fair|out|together|"
                r"for|on|in|at|to|against|like|by|games?\s+with|some|more|less)\b)")
+_PLAYED_LEAD = r"(?:the\s+|a\s+lot\s+of\s+|lots\s+of\s+)"
 _PLAY = (rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am|['’]re|\s+are)?\s+{ADV}"
          rf"(?:(?:started|began)\s+)?(?:play|playing)\s+{_NOT_PLAYED}"
-         rf"(?:the\s+|a\s+lot\s+of\s+|lots\s+of\s+)?(?!\S*[#=+])")  # not a chess move: "Qd1#"
+         rf"{_PLAYED_LEAD}?(?!\S*[#=+])")  # not a chess move: "Qd1#"
 # A game's name with its small words ("Ticket to Ride", "Settlers of Catan"): whole.
 _GAME_TITLE = (r"(?-i:[A-Z])[\w'’-]*(?:\s+(?:to|of|the|in|on|at)\s+(?:the\s+)?"
                r"(?-i:[A-Z])[\w'’-]*)+(?![\w'’-])")
@@ -340,7 +341,7 @@ _NO_PLAY = frozenset(lex(
 ACTIVITY_RULES = (
     _r("plays_title", rf"{_PLAY}(?P<obj>{_GAME_TITLE})", f"{_S} plays {{obj}}",
        policy="phrase", max_words=6, confidence=0.7),
-    _r("plays", rf"{_PLAY}(?!(?:the\s+|a\s+lot\s+of\s+|lots\s+of\s+)?{_GAME_TITLE}){OBJ}",
+    _r("plays", rf"{_PLAY}(?!{_PLAYED_LEAD}?{_GAME_TITLE}){OBJ}",
        f"{_S} plays {{obj}}", max_words=3,
        split_and=True, confidence=0.7, reject=_NO_PLAY),
     # "I'm doing kickboxing", "I'm off to do some taekwondo", "I started doing aerial yoga",

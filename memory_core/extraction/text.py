@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from memory_core.extraction.lexicon import NAME_STOP, LazyRegex, lex
+from memory_core.extraction.lexicon import NAME_STOP, SPEECH_WORDS, LazyRegex, lex
 from memory_core.model.hygiene import check_subject
 
 MAX_TEXT_CHARS = 32_000
@@ -203,9 +203,14 @@ _COMMA_LIST = LazyRegex(rf"\s*{_LIST_ITEM}(?:\s*,\s*{_NOT_ITEM}{_LIST_ITEM}){{1,
 # "and" its own (and no clause ends inside it, nor does its "No" negate one): it starts with a
 # capital or a digit and is at most 80 characters; with "I", "my", "we" ... in it, or ending
 # in a comma or a stop inside the quotes (“Rain, rain, go away,” she sang), it is speech.
-_QUOTED_TITLE = LazyRegex(r"[\"“](?![^\"“”\n]{0,80}?\b(?i:I|I['’]m|my|me|we|our)\b)"
+_QUOTED_TITLE = LazyRegex(rf"[\"“](?![^\"“”\n]{{0,80}}?{SPEECH_WORDS})"
                           r"((?-i:[A-Z0-9])[^\"“”\n]{0,79}?)(?<![,.;:!?])[\"”]")
 _TITLE_OPEN, _TITLE_CLOSE = "\ue000", "\ue001"
+
+
+def _has_quote(text: str) -> bool:
+    """Whether ``text`` may hold a quoted title (the cheap check before the regex)."""
+    return '"' in text or "“" in text
 
 
 def strip_fillers(text: str) -> str:
@@ -243,8 +248,7 @@ def clauses(sentence: str) -> list[str]:
     """Independent clauses, so a question or hypothetical in one does not hide another."""
     marked = _LIST_WITH_SPEAKER.re.sub(rf"\1{_NO_SPLIT}", sentence)
     # Never inside a quoted title ("Spider-Man: No Way Home").
-    quoted = [m.span() for m in _QUOTED_TITLE.re.finditer(marked)] \
-        if '"' in marked or "“" in marked else []
+    quoted = [m.span() for m in _QUOTED_TITLE.re.finditer(marked)] if _has_quote(marked) else []
     pieces, start = [], 0
     for cut in _CLAUSE_SPLIT.re.finditer(marked):
         if not any(a < cut.start() < b for a, b in quoted):
@@ -303,11 +307,12 @@ def _trim(words: list[str], entity: bool, articles: bool, tails: bool = False) -
 
 def _finish(part: str, policy: str, max_words: int, reject: frozenset[str]) -> str | None:
     words = part.strip(" .'’\"").split()
-    if policy == "pref" and "like" in (low := [w.lower() for w in words])[1:]:
-        words = words[: low.index("like", 1)]  # "classical like Bach": what it is like aside
+    low = [w.lower() for w in words]
+    if policy == "pref" and "like" in low[1:]:
+        cut = low.index("like", 1)  # "classical like Bach": what it is like aside
+        words, low = words[:cut], low[:cut]
     if not words or len(words) > max_words:
         return None
-    low = [w.lower() for w in words]
     text = " ".join(words)
     if " ".join(low) in reject:
         return None
@@ -349,7 +354,8 @@ def clean_object(
         text = " ".join(raw.split()).strip(" .,!?;:")
         return (text,) if text else None
     titles: list[str] = []
-    titled = _QUOTED_TITLE.re.sub(lambda m: _title_mark(titles, m.group(1)), raw)
+    titled = _QUOTED_TITLE.re.sub(lambda m: _title_mark(titles, m.group(1)), raw) \
+        if _has_quote(raw) else raw
     if titles:
         found = _clean_cut(titled, policy, max_words, split_and, reject, strip_possessive,
                            titles)
@@ -402,9 +408,7 @@ def _clean_cut(raw: str, policy: str, max_words: int, split_and: bool, reject: f
 
 def without_titles(clause: str) -> str:
     """``clause`` with each quoted title one neutral word (what the rule gates read)."""
-    if '"' not in clause and "“" not in clause:
-        return clause
-    return _QUOTED_TITLE.re.sub("Title", clause)
+    return _QUOTED_TITLE.re.sub("Title", clause) if _has_quote(clause) else clause
 
 
 def _title_mark(titles: list[str], title: str) -> str:
