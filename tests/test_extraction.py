@@ -819,7 +819,6 @@ def test_a_clause_led_by_a_gerund_names_no_one() -> None:
     text = "Having a walking buddy for Max will be great. He really likes the other dog too!"
     assert not [c for c in extract_heuristic(_turn(text, speaker="Audrey"))
                 if c.subject.lower() == "having"]
-    assert ("Theo", "likes", "the other dog") not in _triples(text)
     assert ("Theo", "likes", "other dog") in _triples(
         "Theo came over. He really likes the other dog too!")
 
