@@ -598,6 +598,47 @@ def test_what_is_played_or_practised(text: str, predicate: str, expected: list[s
     assert _objects(text, predicate) == expected
 
 
+@pytest.mark.parametrize(("text", "predicate", "expected"), [
+    # LoCoMo asks "What books has Tim read?", "What movies have both Joanna and Nate seen?";
+    # LongMemEval's users name what they read and watch in most book or film chats. Nothing
+    # was drawn (no predicate).
+    ('I just finished reading "The Silent Patient" by Alex Michaelides today.', "read",
+     ["silent patient"]),
+    ('I\'ve already read "The Nightingale" and "The Song of Achilles".', "read",
+     ["nightingale", "song of achilles"]),
+    ('I\'m reading "Dune" by Frank Herbert.', "read", ["dune"]),
+    ("I just finished reading Dune and I loved it.", "read", ["dune"]),
+    ('I just finished "The Hating Game" by Sally Thorne.', "read", ["hating game"]),
+    ('We watched "Iron Man", "Captain America: The First Avenger", and "The Avengers" back to '
+     'back!', "watched", ["iron man", "captain america: the first avenger", "avengers"]),
+    ('I\'ve been binge-watching "The Crown" lately.', "watched", ["crown"]),
+    ("I just rewatched The Shawshank Redemption.", "watched", ["shawshank redemption"]),
+    # Not what was read or watched: a plan, a person, a service, no title, or a title that
+    # may be either ("The Last Dance" is a documentary series).
+    ('I\'m excited to read "The Poppy War"!', "read", []),
+    ('I\'ve been meaning to read "The Fifth Season".', "read", []),
+    ("I watched LeBron play last night.", "watched", []),
+    ("I watched TV last night.", "watched", []),
+    ("I read it a while back.", "read", []),
+    ('I just finished "The Last Dance" and loved it.', "read", []),
+])
+def test_what_is_read_or_watched_when_named(text: str, predicate: str,
+                                           expected: list[str]) -> None:
+    assert _objects(text, predicate) == expected
+
+
+def test_a_title_not_read_is_a_negated_read() -> None:
+    drawn = extract_heuristic(_turn('I haven\'t read "To Build a Fire" before. I\'ve never '
+                                    'watched "The Wire".'))
+    assert {(c.predicate, _norm(c.object), c.negated) for c in drawn} == {
+        ("read", "to build a fire", True), ("watched", "wire", True)}
+
+
+def test_quoted_titles_in_a_comma_list_are_each_a_thing() -> None:
+    assert _objects('I love "The Office", "Parks and Recreation" and "Friends".', "likes") == [
+        "office", "parks and recreation", "friends"]
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     # "Tim is learning play the violin" was the fact (the "how to" dropped with its "to").
     ("I'm learning how to play the violin now.", ["to play the violin"]),

@@ -23,7 +23,8 @@ from memory_core.model.predicates import PREDICATES, PredicateSpec, get_predicat
 
 def test_vocabulary_size_and_shape() -> None:
     # A closed vocabulary: a new predicate must earn its place (47 since session 21's plays
-    # and practices: "What instruments does Tim play?", "What martial arts has John done?").
+    # and practices: "What instruments does Tim play?", "What martial arts has John done?";
+    # 49 since session 22's read and watched: "What books has Tim read?").
     assert 30 <= len(PREDICATES) <= 50
     for name, spec in PREDICATES.items():
         assert isinstance(spec, PredicateSpec) and spec.name == name

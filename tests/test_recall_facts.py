@@ -45,6 +45,9 @@ pytest_plugins = ("tests.helpers.recall_fixtures",)
     ("What instruments does Tim play?", False, "plays", ()),
     ("What types of yoga has Maria practiced?", False, "practices", ()),
     ("What martial arts has John done?", False, "practices", ()),
+    ("What books has Tim read?", False, "read", ()),
+    ("What movies have both Joanna and Nate seen?", False, "watched", ()),
+    ("Which shows have I watched?", True, "watched", ()),
 ])
 def test_intent_reads_whose_fact_and_which_predicate(query: str, first_person: bool,
                                                      predicate: str | None,
@@ -548,6 +551,24 @@ def test_an_event_or_place_answers_a_query_naming_another_kind_only_when_of_it(s
     # "What workshop" asks for one kind of event: pride and the council meeting are not it.
     workshop = mem.recall("What workshop did I attend?", tenant="acme").facts
     assert [f.object for f in workshop] == ["pottery workshop"]
+
+
+def test_what_was_read_or_watched_answers_its_question(seeded, mem) -> None:
+    # LoCoMo: "What books has Tim read?" (7 evidence turns) had no fact to answer it.
+    seeder, _ = seeded
+    turns = [seeder.turn("acme", text) for text in (
+        'I\'ve already read "The Nightingale" and loved it.',
+        'We watched "The Crown" all weekend.',
+        "I love chocolate.")]
+    _unrelated_turns(seeder)
+    for uid, (predicate, obj) in zip(turns, (("read", "The Nightingale"),
+                                             ("watched", "The Crown"),
+                                             ("likes", "chocolate")), strict=True):
+        seeder.belief("acme", "user", predicate, obj, turn_uid=uid)
+    read = mem.recall("What books have I read?", tenant="acme").facts
+    assert [(f.predicate, f.object) for f in read] == [("read", "The Nightingale")]
+    watched = mem.recall("Which shows have I watched?", tenant="acme").facts
+    assert [(f.predicate, f.object) for f in watched] == [("watched", "The Crown")]
 
 
 def test_what_is_played_or_practised_answers_its_question(seeded, mem) -> None:

@@ -352,6 +352,39 @@ ACTIVITY_RULES = (
        rf"(?P<obj>{alt(PRACTICES)})(?![\w-])", f"{_S} practices {{obj}}", confidence=0.7),
 )
 
+# What one read or watched, when it is named: a quoted title, a list of them, or a
+# capitalised title ending where the clause says no more of it ("I just finished reading "The
+# Silent Patient"", "we watched "Iron Man" and "The Avengers"", "I rewatched The Shawshank
+# Redemption."); not "I read it", "watched LeBron play", nor a plan ("I'm excited to read",
+# "I've been meaning to read": no aspect of doing it leads those).
+_DONE_LEAD = (rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am|['’]re|\s+are|\s+was|\s+were|"
+              rf"['’]ve|\s+have|['’]d|\s+had)?\s+{ADV}"
+              r"(?:(?:finished|started|began|remember|loved|enjoyed)\s+)?")
+_TITLE_Q = r"[\"“](?-i:[A-Z0-9])[^\"“”\n]{0,79}?(?<![,.;:!?])[\"”]"
+_TITLES = (rf"(?P<obj>{_TITLE_Q}(?:\s*,\s*{_TITLE_Q}){{0,5}}(?:\s*,?\s*(?:and|&)\s+{_TITLE_Q})?)"
+           r"(?![\w'’])")
+_TITLE_CAPS = (rf"(?P<obj>{CAPS})(?![\w&'’.-])(?=\s*(?:$|[,.!?;:)]|(?:and|but|by|on|in|last|"
+               r"yesterday|today|tonight|again|with|recently|lately|over|for|so|too|which|"
+               r"before|at|this|the\s+other)\b))")
+_NOT_A_TITLE = frozenset(lex("tv|netflix|youtube|hulu|hbo|hbo max|disney+|prime|prime video|"
+                             "apple tv|apple tv+|i|it|that|this"))
+_READ = r"(?:re-?)?read(?:ing)?\s+"
+_WATCH = r"(?:binge-?|re-?)?watch(?:ed|ing)?\s+"
+CONSUMED_RULES = (
+    _r("read_title", rf"{_DONE_LEAD}{_READ}{_TITLES}", f"{_S} read {{obj}}", policy="phrase",
+       split_and=True, max_words=8, date_role="event", confidence=0.7),
+    _r("read_caps", rf"{_DONE_LEAD}{_READ}{_TITLE_CAPS}", f"{_S} read {{obj}}",
+       date_role="event", confidence=0.6, reject=_NOT_A_TITLE),
+    # "I just finished "The Hating Game" by Sally Thorne": a book, by its author.
+    _r("read_by", rf"{_DONE_LEAD}(?:finished|listen(?:ed|ing)\s+to|finished\s+listening\s+to)\s+"
+       rf"(?P<obj>{_TITLE_Q})\s+by\s+(?-i:[A-Z])", f"{_S} read {{obj}}", policy="phrase",
+       max_words=8, date_role="event", confidence=0.65),
+    _r("watched_title", rf"{_DONE_LEAD}{_WATCH}{_TITLES}", f"{_S} watched {{obj}}",
+       policy="phrase", split_and=True, max_words=8, date_role="event", confidence=0.7),
+    _r("watched_caps", rf"{_DONE_LEAD}{_WATCH}{_TITLE_CAPS}", f"{_S} watched {{obj}}",
+       date_role="event", confidence=0.6, reject=_NOT_A_TITLE),
+)
+
 _PREF_VERBS = r"(?:love|like|enjoy|adore|dig)"
 PREFERENCE_RULES = (
     _r("likes", rf"{WE}\s+{ADV}{_PREF_VERBS}\s+{OBJ}", f"{_S} likes {{obj}}", policy="pref",
@@ -559,6 +592,9 @@ THIRD_PARTY_RULES = (
 )
 
 _NO = r"(?:no\s+longer|don['’]?t|do\s+not|never)"
+# "I haven't read", "I've never watched", "I didn't read" (a title: ``CONSUMED_RULES``).
+_NOT_DONE = (rf"\bI(?:['’]ve|['’]d)?\s+(?:(?:have|had)n['’]?t|(?:have|had)\s+not|"
+             rf"(?:have\s+|had\s+)?never|did(?:n['’]?t|\s+not))\s+{ADV}")
 NEGATION_RULES = (
     _r("not_live", rf"\bI\s+{_NO}\s+(?:live|reside)\s+in\s+{OBJ}", f"{_S} lives_in {{obj}}",
        policy="proper", negated=True),
@@ -582,12 +618,17 @@ NEGATION_RULES = (
        f"{_S} dislikes {{obj}}", policy="pref", split_and=True, confidence=0.65),
     _r("not_play", rf"\bI\s+{ADV}{_NO}\s+(?:really\s+)?play\s+{_NOT_PLAYED}(?:the\s+)?{OBJ}",
        f"{_S} plays {{obj}}", max_words=3, split_and=True, negated=True, reject=_NO_PLAY),
+    _r("not_read", rf"{_NOT_DONE}{_READ}{_TITLES}", f"{_S} read {{obj}}", policy="phrase",
+       split_and=True, max_words=8, negated=True),
+    _r("not_watched", rf"{_NOT_DONE}{_WATCH}{_TITLES}", f"{_S} watched {{obj}}",
+       policy="phrase", split_and=True, max_words=8, negated=True),
     _r("decided_not", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}decided\s+(?P<obj>not\s+to\s+.{{1,160}})",
        f"{_S} decided {{obj}}", policy="phrase", date_role="event", max_words=8),
 )
 
 POSITIVE_RULES: tuple[Rule, ...] = (
-    IDENTITY_RULES + LOCATION_RULES + WORK_RULES + ACTIVITY_RULES + PREFERENCE_RULES
+    IDENTITY_RULES + LOCATION_RULES + WORK_RULES + ACTIVITY_RULES + CONSUMED_RULES
+    + PREFERENCE_RULES
     + RELATION_RULES
     + POSSESSION_RULES + PLAN_RULES + THIRD_PARTY_RULES
 )

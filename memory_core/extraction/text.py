@@ -190,7 +190,8 @@ _PROPER_AFTER_IN = LazyRegex(
 _AND_SPLIT = LazyRegex(r"\s*,\s*(?:and\s+)?|\s+(?:and|&)\s+", re.IGNORECASE)
 # "horror, comedy and romance films", "Paris, London, and Rome": a list whose commas do not end
 # the object (a comma does otherwise: "pizza, but ...").
-_LIST_ITEM = r"[^\W\d_][\w'’-]*(?:\s+[^\W\d_][\w'’-]*){0,2}"
+# A quoted title's stand-in (``_title_mark``) is an item too: '"Iron Man", "Thor", and "Hulk"'.
+_LIST_ITEM = r"(?:\ue000\d+\ue001|[^\W\d_][\w'’-]*(?:\s+[^\W\d_][\w'’-]*){0,2})"
 # An item after a comma that starts so adds to the one before ("Indian food, especially the
 # rich ..."): no list.
 _NOT_ITEM = (r"(?!(?:especially|particularly|mainly|mostly|like|including|such|sometimes|even|"

@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.19"
-RULES_DIGEST = "b780f77e93c4d3f5640e950f"
+RULES_VERSION = "2026-12-03.20"
+RULES_DIGEST = "c7e8ba9a3a2ec5f0b9e07fc0"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.

@@ -69,6 +69,8 @@ _SPECS: tuple[PredicateSpec, ...] = (
     PredicateSpec("learning", False, "literal", "a skill or language being learned"),
     PredicateSpec("plays", False, "literal", "an instrument, sport or game the subject plays"),
     PredicateSpec("practices", False, "literal", "a practice such as yoga or a martial art"),
+    PredicateSpec("read", False, "literal", "event: a book or other text the subject read"),
+    PredicateSpec("watched", False, "literal", "event: a film, show or series the subject watched"),
     # preferences
     PredicateSpec("likes", False, "entity", "something the subject likes, loves or enjoys"),
     PredicateSpec("dislikes", False, "entity", "something the subject dislikes"),

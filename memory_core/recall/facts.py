@@ -105,7 +105,10 @@ OWN_KINDS: Mapping[str, frozenset[str]] = MappingProxyType({
     predicate: frozenset(stem(w) for w in own.split()) for predicate, own in (
         ("likes", "thing things"), ("dislikes", "thing things"),
         ("favorite", "thing things"), ("prefers", "thing things"),
-        ("attended", "event events"), ("visited", _PLACES))})
+        ("attended", "event events"), ("visited", _PLACES),
+        ("read", "book books novel novels story stories series author authors title titles"),
+        ("watched", "movie movies film films show shows series documentary documentaries "
+                    "episode episodes title titles"))})
 OWNER_WITH_RELATION = 0.5  # "my sister": the sister is the subject; the user, less so
 NAME_PREDICATES = frozenset({"name_is", "preferred_name_is"})
 OTHER_RELATIVE = 0.7  # "my son": the daughter (has_child too) when the son is known by name
