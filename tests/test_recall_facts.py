@@ -46,6 +46,8 @@ pytest_plugins = ("tests.helpers.recall_fixtures",)
     ("What types of yoga has Maria practiced?", False, "practices", ()),
     ("What martial arts has John done?", False, "practices", ()),
     ("What books has Tim read?", False, "read", ()),
+    ("What exercises has John done?", False, "practices", ()),
+    ("What workouts do I do?", True, "practices", ()),
     ("What movies have both Joanna and Nate seen?", False, "watched", ()),
     ("Which shows have I watched?", True, "watched", ()),
 ])
@@ -129,6 +131,9 @@ def test_a_cue_word_in_another_sense_asks_for_nothing(query: str, predicates: se
     ("What type of action figure did I buy from a thrift store?", {"thrift", "store"}),
     ("How much discount will I get on my next purchase at FreshMart?",
      {"discount", "get", "freshmart"}),
+    # How often says nothing of which value (LoCoMo: Tim's countries were left out).
+    ("Which country has Tim visited most frequently in his travels?", {"tim"}),
+    ("What do I eat most often?", set()),
 ])
 def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: set[str]) -> None:
     # Neither the predicate's cue words, nor times, nor the kind of value asked for ("which

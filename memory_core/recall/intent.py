@@ -58,6 +58,7 @@ _CUES: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("practices", "plays")),
     # The verb again: "books", "movies", "shows" are the kind of value asked for.
     ("read reads reading reread", ("read",)),
+    ("exercise exercises workout workouts", ("practices", "plays")),
     ("watch watches watched watching rewatched seen", ("watched",)),
     ("study studies studied school university college degree major", ("studies_at", "studies",
                                                                       "graduated_from")),
@@ -140,7 +141,10 @@ _TIME_WORDS = frozenset({
     "now", "currently", "current", "today", "yesterday", "tomorrow", "recently", "recent",
     "lately", "ago", "last", "first", "week", "weekend", "month", "year", "day", "morning",
     "evening", "night", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-    "sunday", "kind", "type", "sort"})
+    "sunday", "kind", "type", "sort",
+    # How often, which says nothing of the value ("which country has Tim visited most
+    # frequently?" asks for every country he visited).
+    "often", "frequently", "usually", "regularly", "most"})
 
 
 @dataclass(frozen=True)
