@@ -48,6 +48,7 @@ pytest_plugins = ("tests.helpers.recall_fixtures",)
     ("What books has Tim read?", False, "read", ()),
     ("What exercises has John done?", False, "practices", ()),
     ("What workouts do I do?", True, "practices", ()),
+    ("What LGBTQ+ events has Caroline participated in?", False, "attended", ()),
     ("What movies have both Joanna and Nate seen?", False, "watched", ()),
     ("Which shows have I watched?", True, "watched", ()),
 ])
