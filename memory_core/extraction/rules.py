@@ -376,7 +376,7 @@ CONSUMED_RULES = (
     _r("read_caps", rf"{_DONE_LEAD}{_READ}{_TITLE_CAPS}", f"{_S} read {{obj}}",
        date_role="event", confidence=0.6, reject=_NOT_A_TITLE),
     # "I just finished "The Hating Game" by Sally Thorne": a book, by its author.
-    _r("read_by", rf"{_DONE_LEAD}(?:finished|listen(?:ed|ing)\s+to|finished\s+listening\s+to)\s+"
+    _r("read_by", rf"{_DONE_LEAD}(?:finished|listen(?:ed|ing)\s+to)\s+"
        rf"(?P<obj>{_TITLE_Q})\s+by\s+(?-i:[A-Z])", f"{_S} read {{obj}}", policy="phrase",
        max_words=8, date_role="event", confidence=0.65),
     _r("watched_title", rf"{_DONE_LEAD}{_WATCH}{_TITLES}", f"{_S} watched {{obj}}",

@@ -56,9 +56,9 @@ _CUES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("play plays playing played", ("plays",)),
     ("practice practices practiced practise practises practised practicing practising martial",
      ("practices", "plays")),
+    ("exercise exercises workout workouts", ("practices", "plays")),
     # The verb again: "books", "movies", "shows" are the kind of value asked for.
     ("read reads reading reread", ("read",)),
-    ("exercise exercises workout workouts", ("practices", "plays")),
     ("watch watches watched watching rewatched seen", ("watched",)),
     ("study studies studied school university college degree major", ("studies_at", "studies",
                                                                       "graduated_from")),
