@@ -481,6 +481,10 @@ POSSESSION_RULES = (
        f"{_S} has_pet {{name}}", "{name} is_a {species}", date_role="event", confidence=0.75),
     _r("my_pet", rf"\bmy\s+{_PET_ADJS}{SPECIES_RE}(?:,\s*|\s+)(?:(?:named|called)\s+)?{NAME}",
        f"{_S} has_pet {{name}}", "{name} is_a {species}", confidence=0.75),
+    # "Meet Toby, my puppy", "This is Luna, my new kitten": the pet introduced by name.
+    _r("name_my_pet", rf"(?:\bmeet\s+|\bthis\s+is\s+|^){NAME},\s+my\s+{_PET_ADJS}{SPECIES_RE}"
+       rf"(?![\w-]){_PET_END}", f"{_S} has_pet {{name}}", "{name} is_a {species}",
+       confidence=0.75),  # not "Meet Sam, my dog walker"
     _r("pet_name_is", rf"\bmy\s+{_PET_ADJS}{SPECIES_RE}['’]s\s+name\s+is\s+{NAME}",
        f"{_S} has_pet {{name}}", "{name} is_a {species}", confidence=0.8),
     _r("pet", rf"{WE}(?:['’]ve|\s+have)?\s+{ADV}(?:have|own|adopted|rescued|got)\s+(?P<obj>{_PETS})"
