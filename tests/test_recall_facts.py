@@ -559,18 +559,21 @@ def test_an_event_or_place_answers_a_query_naming_another_kind_only_when_of_it(s
     assert [f.object for f in workshop] == ["pottery workshop"]
 
 
+def _said(seeder, *said: tuple[str, str, str]) -> None:
+    """The user's turns (text), each with the belief drawn from it (predicate, object),
+    among unrelated turns."""
+    turns = [seeder.turn("acme", text) for text, _, _ in said]
+    _unrelated_turns(seeder)
+    for uid, (_, predicate, obj) in zip(turns, said, strict=True):
+        seeder.belief("acme", "user", predicate, obj, turn_uid=uid)
+
+
 def test_what_was_read_or_watched_answers_its_question(seeded, mem) -> None:
     # LoCoMo: "What books has Tim read?" (7 evidence turns) had no fact to answer it.
-    seeder, _ = seeded
-    turns = [seeder.turn("acme", text) for text in (
-        'I\'ve already read "The Nightingale" and loved it.',
-        'We watched "The Crown" all weekend.',
-        "I love chocolate.")]
-    _unrelated_turns(seeder)
-    for uid, (predicate, obj) in zip(turns, (("read", "The Nightingale"),
-                                             ("watched", "The Crown"),
-                                             ("likes", "chocolate")), strict=True):
-        seeder.belief("acme", "user", predicate, obj, turn_uid=uid)
+    _said(seeded[0], ('I\'ve already read "The Nightingale" and loved it.', "read",
+                      "The Nightingale"),
+          ('We watched "The Crown" all weekend.', "watched", "The Crown"),
+          ("I love chocolate.", "likes", "chocolate"))
     read = mem.recall("What books have I read?", tenant="acme").facts
     assert [(f.predicate, f.object) for f in read] == [("read", "The Nightingale")]
     watched = mem.recall("Which shows have I watched?", tenant="acme").facts
@@ -580,15 +583,10 @@ def test_what_was_read_or_watched_answers_its_question(seeded, mem) -> None:
 def test_what_is_played_or_practised_answers_its_question(seeded, mem) -> None:
     # LoCoMo: "What instruments does Tim play?", "What martial arts has John done?" had no
     # fact to answer them (no predicate for either).
-    seeder, _ = seeded
-    turns = [seeder.turn("acme", text) for text in (
-        "Yeah, I play clarinet! Started when I was young.",
-        "I'm doing kickboxing and it's giving me so much energy.",
-        "I love chocolate.")]
-    _unrelated_turns(seeder)
-    for uid, (predicate, obj) in zip(turns, (("plays", "clarinet"), ("practices", "kickboxing"),
-                                             ("likes", "chocolate")), strict=True):
-        seeder.belief("acme", "user", predicate, obj, turn_uid=uid)
+    _said(seeded[0], ("Yeah, I play clarinet! Started when I was young.", "plays", "clarinet"),
+          ("I'm doing kickboxing and it's giving me so much energy.", "practices",
+           "kickboxing"),
+          ("I love chocolate.", "likes", "chocolate"))
     played = mem.recall("What instruments do I play?", tenant="acme").facts
     assert [(f.predicate, f.object) for f in played][:1] == [("plays", "clarinet")]
     practised = mem.recall("What martial arts do I practise?", tenant="acme").facts
