@@ -152,6 +152,9 @@ VENUES = lex(
 # A quote holding one of these is speech (quoted words of someone), not a title: the rule gate
 # that blocks quoted speech (heuristic) and the titles an object keeps whole (text) agree.
 SPEECH_WORDS = r"\b(?i:I|I['’]m|my|me|we|our)\b"
+# A quoted title's words inside its quotes: a capital or a digit first, at most 80
+# characters, no comma or stop last (text._QUOTED_TITLE, rules' named titles).
+TITLE_BODY = r"(?-i:[A-Z0-9])[^\"“”\n]{0,79}?(?<![,.;:!?])"
 # What one practises rather than plays ("I'm doing kickboxing", "I practice yoga").
 PRACTICES = lex(
     "yoga|hot yoga|aerial yoga|power yoga|vinyasa|vinyasa yoga|hatha yoga|pilates|kickboxing|"

@@ -45,6 +45,7 @@ from memory_core.extraction.lexicon import (
     REL_ADJS,
     SPECIES,
     SPECIES_RE,
+    TITLE_BODY,
     TP,
     VENUES,
     WE,
@@ -322,13 +323,15 @@ WORK_RULES = (
        f"{_S} works_on {{obj}}", confidence=0.6, max_words=4),
 )
 
+# The aspect before a verb of doing ("I've been playing", "I'm doing", "we're reading").
+_BEEN_OR_AM = r"['’]ve\s+been|\s+have\s+been|['’]m|\s+am"
 # What one plays ("I also play the piano", "I've been playing Xenoblade Chronicles", "we play
 # board games"), not with whom or what part ("play with my dog", "played a big role").
 _NOT_PLAYED = (r"(?!(?:with|around|along|it|them|this|that|a\s+(?:big\s+|huge\s+|key\s+)?"
                r"(?:role|part)|an?\s+(?:important|major)|dead|hard|safe|nice|fair|out|together|"
                r"for|on|in|at|to|against|like|by|games?\s+with|some|more|less)\b)")
 _PLAYED_LEAD = r"(?:the\s+|a\s+lot\s+of\s+|lots\s+of\s+)"
-_PLAY = (rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am|['’]re|\s+are)?\s+{ADV}"
+_PLAY = (rf"{WE}(?:{_BEEN_OR_AM}|['’]re|\s+are)?\s+{ADV}"
          rf"(?:(?:started|began)\s+)?(?:play|playing)\s+{_NOT_PLAYED}"
          rf"{_PLAYED_LEAD}?(?!\S*[#=+])")  # not a chess move: "Qd1#"
 # A game's name with its small words ("Ticket to Ride", "Settlers of Catan"): whole.
@@ -346,7 +349,7 @@ ACTIVITY_RULES = (
        split_and=True, confidence=0.7, reject=_NO_PLAY),
     # "I'm doing kickboxing", "I'm off to do some taekwondo", "I started doing aerial yoga",
     # "I practice meditation": practices of a known kind only ("I'm doing great").
-    _r("practices", rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am)?\s+{ADV}"
+    _r("practices", rf"{WE}(?:{_BEEN_OR_AM})?\s+{ADV}"
        rf"(?:(?:off\s+to\s+|going\s+to\s+|started\s+|began\s+)?(?:do|doing)|practi[cs]e|"
        rf"practi[cs]ing|took\s+up|taken\s+up|taking\s+up)\s+(?:some\s+|a\s+lot\s+of\s+)?"
        rf"(?P<obj>{alt(PRACTICES)})(?![\w-])", f"{_S} practices {{obj}}", confidence=0.7),
@@ -357,10 +360,10 @@ ACTIVITY_RULES = (
 # Silent Patient"", "we watched "Iron Man" and "The Avengers"", "I rewatched The Shawshank
 # Redemption."); not "I read it", "watched LeBron play", nor a plan ("I'm excited to read",
 # "I've been meaning to read": no aspect of doing it leads those).
-_DONE_LEAD = (rf"{WE}(?:['’]ve\s+been|\s+have\s+been|['’]m|\s+am|['’]re|\s+are|\s+was|\s+were|"
-              rf"['’]ve|\s+have|['’]d|\s+had)?\s+{ADV}"
+_DONE_LEAD = (rf"{WE}(?:{_BEEN_OR_AM}|['’]re|\s+are|\s+was|\s+were|['’]ve|\s+have|['’]d|"
+              rf"\s+had)?\s+{ADV}"
               r"(?:(?:finished|started|began|remember|loved|enjoyed)\s+)?")
-_TITLE_Q = r"[\"“](?-i:[A-Z0-9])[^\"“”\n]{0,79}?(?<![,.;:!?])[\"”]"
+_TITLE_Q = rf"[\"“]{TITLE_BODY}[\"”]"
 _TITLES = (rf"(?P<obj>{_TITLE_Q}(?:\s*,\s*{_TITLE_Q}){{0,5}}(?:\s*,?\s*(?:and|&)\s+{_TITLE_Q})?)"
            r"(?![\w'’])")
 _TITLE_CAPS = (rf"(?P<obj>{CAPS})(?![\w&'’.-])(?=\s*(?:$|[,.!?;:)]|(?:and|but|by|on|in|last|"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from memory_core.extraction.lexicon import NAME_STOP, SPEECH_WORDS, LazyRegex, lex
+from memory_core.extraction.lexicon import NAME_STOP, SPEECH_WORDS, TITLE_BODY, LazyRegex, lex
 from memory_core.model.hygiene import check_subject
 
 MAX_TEXT_CHARS = 32_000
@@ -204,8 +204,7 @@ _COMMA_LIST = LazyRegex(rf"\s*{_LIST_ITEM}(?:\s*,\s*{_NOT_ITEM}{_LIST_ITEM}){{1,
 # "and" its own (and no clause ends inside it, nor does its "No" negate one): it starts with a
 # capital or a digit and is at most 80 characters; with "I", "my", "we" ... in it, or ending
 # in a comma or a stop inside the quotes (“Rain, rain, go away,” she sang), it is speech.
-_QUOTED_TITLE = LazyRegex(rf"[\"“](?![^\"“”\n]{{0,80}}?{SPEECH_WORDS})"
-                          r"((?-i:[A-Z0-9])[^\"“”\n]{0,79}?)(?<![,.;:!?])[\"”]")
+_QUOTED_TITLE = LazyRegex(rf"[\"“](?![^\"“”\n]{{0,80}}?{SPEECH_WORDS})({TITLE_BODY})[\"”]")
 _TITLE_OPEN, _TITLE_CLOSE = "\ue000", "\ue001"
 
 
