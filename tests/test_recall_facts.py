@@ -536,6 +536,26 @@ def test_a_taste_answers_a_query_naming_a_kind_only_when_of_that_kind(seeded, me
                                          "card games"}
 
 
+def test_a_value_the_query_names_as_an_entity_does_not_open_the_slot(seeded, mem) -> None:
+    # LoCoMo: "Why does Nate like turtles as pets?" showed every taste of Nate's (eight
+    # facts): "turtles" names an entity, and a query naming only entities read as leaving
+    # the slot open. Only the names of whom it asks about leave it open.
+    seeder, _ = seeded
+    seeder.entity("acme", "ent_nate", "Nate")
+    seeder.entity("acme", "ent_turtles", "turtles")
+    said = [seeder.turn("acme", text, speaker="Nate") for text in (
+        "My turtles are the best pets", "Chocolate is my weakness", "Cards every Friday")]
+    _unrelated_turns(seeder)
+    for uid, obj in zip(said, ("turtles", "chocolate", "card games"), strict=True):
+        seeder.belief("acme", "ent_nate", "likes", obj, turn_uid=uid, subject_name="Nate",
+                      object_entity="ent_turtles" if obj == "turtles" else None)
+    why = mem.recall("Why does Nate like turtles as pets?", tenant="acme").facts
+    assert [f.object for f in why] == ["turtles"]
+    # Naming only whom it asks about leaves the slot open: every taste answers.
+    every = mem.recall("What does Nate like?", tenant="acme").facts
+    assert {f.object for f in every} == {"turtles", "chocolate", "card games"}
+
+
 def test_an_event_or_place_answers_a_query_naming_another_kind_only_when_of_it(seeded,
                                                                                mem) -> None:
     seeder, _ = seeded

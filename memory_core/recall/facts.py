@@ -29,7 +29,10 @@ a named entity, a keyword match or a close dense neighbour. The asked subject an
 are the answer for a functional slot (one value: lives_in, works_at); for a many-valued one
 (bought, visited, likes, plans_to) a value is the answer only when the query leaves the
 slot open ("what did I buy?", "which cities has Jon visited?": nothing said of the value
-but its kind, ``Intent.specifics``), names some of its object, or when the turn it was
+but its kind and the names of whom it asks about, ``Intent.specifics``; a name of anything
+else names the value: "turtles" in "why does Nate like turtles?", where every taste of
+Nate's was shown, LoCoMo 402 -> 379 facts shown, none from an evidence turn lost, R@10
+0.713 -> 0.715), names some of its object, or when the turn it was
 drawn from is among the best ``CORROBORATING_ITEMS`` evidence items the query matched
 directly: "what did I buy from a thrift store?" is not answered by "the user bought a bike
 helmet" (LongMemEval, hash: 32 of the 41 facts shown on 48 questions were such values,
@@ -392,11 +395,11 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
         ppr = ppr_scores.get(key, 0.0) / top_ppr if top_ppr > 0 else 0.0
         score(fc, about, named_set, intent, ppr, people_words)
         scored.append(fc)
-    # The query leaves the slot open when it says nothing of the value but names (read only
-    # when it says something else).
-    open_slot = not intent.specifics or intent.specifics <= {
-        stem(w) for e in named for w in words(known.get(e, ""))}
     asked = asked_subjects(about, scored)
+    # The query leaves the slot open when it says nothing of the value but the names of whom
+    # it asks about (read only when it says something else).
+    open_slot = not intent.specifics or intent.specifics <= {
+        stem(w) for e in asked for w in words(known.get(e, ""))}
     elsewhere = {id(fc) for fc in scored if about_someone_else(fc, about, asked)}
     of_assistant = ASSISTANT in intent.whose
     answers = {id(fc): id(fc) not in elsewhere
