@@ -216,6 +216,7 @@ FAMILIES = {
         ("I will finish the deck tomorrow.", {(S, "plans_to", "finish the deck")}),
         ("I promised to call Sam by Monday.", {(S, "committed_to", "call sam")}),
         ("I'm planning to learn Rust.", {(S, "plans_to", "learn rust")}),
+        ("We will plan the party next week.", {(S, "plans_to", "plan the party")}),
     ],
     "decisions_and_events": [
         ("We decided to get a puppy.", {(S, "decided", "get a puppy")}),
@@ -340,6 +341,9 @@ NOTHING = [
     "```\nI live in Paris\n```",
     "x = call_me(Bob) -> I work at Acme",
     "If I get the job, I'm moving to Boston next month.",
+    # A plan to plan says nothing (LongMemEval: "the user plans to plan" was a fact).
+    "I think I'll plan for the fall season.",
+    "I plan to plan.",
 ]
 
 

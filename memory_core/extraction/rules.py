@@ -515,11 +515,14 @@ _GROUP = (
     r"(?:\b(?:I|we)|\bour\s+(?:team|family|group|company|household|band|class)"
     r"|\bmy\s+[\w-]+\s+and\s+I)"
 )
+# A plan to plan, and nothing more ("I think I'll plan for the fall season": "plans to plan"
+# was a fact of LongMemEval's); "I'll plan the party" keeps its object.
+_NO_PLAN = frozenset(lex("plan|planning"))
 PLAN_RULES = (
     _r("plan", rf"{WE}(?:['’]?m|\s+am|['’]re|\s+are|['’]ve|\s+have)?\s+{ADV}(?:planning|plan|"
        r"intend|intending|aiming|scheduled|signed\s+up|registered|enrolled|booked)\s+"
        rf"(?:on\s+|to\s+|for\s+){OBJ}", f"{_S} plans_to {{obj}}", policy="phrase",
-       date_role="deadline", max_words=8, confidence=0.7),
+       date_role="deadline", max_words=8, confidence=0.7, reject=_NO_PLAN),
     _r("my_plan", rf"\bmy\s+plan\s+is\s+to\s+{OBJ}", f"{_S} plans_to {{obj}}", policy="phrase",
        date_role="deadline", max_words=8, confidence=0.7),
     _r("travel", rf"{WE_ARE}\s+{ADV}{_TRAVEL}\s+(?:back\s+)?to\s+(?P<dest>(?:the\s+)?"
@@ -533,7 +536,7 @@ PLAN_RULES = (
        date_role="deadline", max_words=8, confidence=0.65),
     _r("will", rf"{WE}(?:['’]ll|\s+will|\s+shall)\s+{ADV}{_PLAN_REJECT_VERBS}{OBJ}",
        f"{_S} plans_to {{obj}}", policy="phrase", requires_date=True, date_role="deadline",
-       max_words=8, confidence=0.6),
+       max_words=8, confidence=0.6, reject=_NO_PLAN),
     _r("appointment", rf"\bI\s+have\s+(?:a|an|my)\s+(?P<obj>(?:[\w'’-]+\s+){{0,2}}?"
        rf"{alt(APPOINTMENTS)})(?![\w-])", f"{_S} plans_to {{obj}}", policy="phrase",
        requires_date=True, date_role="deadline", confidence=0.65),

@@ -10,8 +10,8 @@ record when they first ran ``RULES_VERSION`` (``memory_core.write.reextract.note
 
 from __future__ import annotations
 
-RULES_VERSION = "2026-12-03.21"
-RULES_DIGEST = "7db6d24c9b594b102b31550c"
+RULES_VERSION = "2026-12-03.23"
+RULES_DIGEST = "571de37884f13370214794f7"
 # A worker's heartbeat names the rules it runs (``detail[HEARTBEAT_RULES]``): during a
 # rolling upgrade, workers of the older release still extract after the first new one has
 # started, and ``rules_drift`` counts their turns too.
