@@ -385,7 +385,7 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     # Every name this selection shows or reads, in one statement.
     known = _names(conn, scope.tenant,
                    {*named, HUB, *(c.subject_id or HUB for c in beliefs.values())})
-    people_words = frozenset(stem(w) for e in people for w in words(known.get(e, "")))
+    people_words = _name_words(people, known)
     scored: list[FactCandidate] = []
     for key, cand in beliefs.items():
         row = cand.claim  # loaded with the candidate (candidates._load_beliefs)
@@ -398,8 +398,7 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     asked = asked_subjects(about, scored)
     # The query leaves the slot open when it says nothing of the value but the names of whom
     # it asks about (read only when it says something else).
-    open_slot = not intent.specifics or intent.specifics <= {
-        stem(w) for e in asked for w in words(known.get(e, ""))}
+    open_slot = not intent.specifics or intent.specifics <= _name_words(asked, known)
     elsewhere = {id(fc) for fc in scored if about_someone_else(fc, about, asked)}
     of_assistant = ASSISTANT in intent.whose
     answers = {id(fc): id(fc) not in elsewhere
@@ -428,6 +427,11 @@ def select(conn: Connection, scope: Scope, intent: Intent, named: Sequence[str],
     facts = tuple(_fact(i, fc, known, _earlier(conn, scope.tenant, fc))
                   for i, fc in enumerate(kept, start=1))
     return FactsOutcome(facts, [f.cand for f in scored], reasons, [f.cand for f in kept])
+
+
+def _name_words(entity_ids: Iterable[str], names: Mapping[str, str]) -> frozenset[str]:
+    """The stemmed words of the names of ``entity_ids`` (as ``Intent`` stems query words)."""
+    return frozenset(stem(w) for e in entity_ids for w in words(names.get(e, "")))
 
 
 def _other_speaker(cand: Candidate, subject: str, names: Mapping[str, str]) -> str | None:
