@@ -150,6 +150,12 @@ def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: se
     ("Why does Nate like turtles as pets?", set()),  # no what/which: says which value
     # A verb after "what" asks what did something: no kind, and the rest says which value.
     ("What inspired John to join the marching event?", set()),
+    # After "what is/are" and a determiner, the noun up to a clause or a name.
+    ("What are some foods that Audrey likes eating?", {"food"}),
+    ("What was the book Melanie read?", {"book"}),
+    ("What is the name of Melanie's dog?", set()),
+    # "food" asks for a diet too, and names the kind of taste asked for.
+    ("What foods does Nate like?", {"food"}),
 ])
 def test_intent_reads_the_kind_of_value_asked_for(query: str, kind: set[str]) -> None:
     assert read_intent(query).kind == kind
@@ -534,6 +540,19 @@ def test_a_taste_answers_a_query_naming_a_kind_only_when_of_that_kind(seeded, me
     every = mem.recall("What do I like?", tenant="acme").facts
     assert {f.object for f in every} == {"book: Dragon Saga", "turtles", "chocolate",
                                          "card games"}
+
+
+def test_a_query_for_some_foods_gets_the_tastes_that_are_food(seeded, mem) -> None:
+    # LoCoMo: "What are some foods that Audrey likes eating?" showed "Audrey likes caring
+    # for their pups": after "what are some" the kind ("foods") was not read.
+    seeder, _ = seeded
+    said = [seeder.turn("acme", text) for text in (
+        "Spicy food is the best", "My turtles are the best pets", "Cards every Friday")]
+    _unrelated_turns(seeder)
+    for uid, obj in zip(said, ("spicy food", "turtles", "card games"), strict=True):
+        seeder.belief("acme", "user", "likes", obj, turn_uid=uid)
+    for query in ("What are some foods that I like eating?", "What foods do I like?"):
+        assert [f.object for f in mem.recall(query, tenant="acme").facts] == ["spicy food"]
 
 
 def test_a_value_the_query_names_as_an_entity_does_not_open_the_slot(seeded, mem) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -172,8 +173,10 @@ class Intent:
     # Whose turns answer it (``whose_words``): "user", "assistant" or neither.
     whose: frozenset[str] = frozenset()
     # The kind of value it asks for: its stemmed content words between "what"/"which" and
-    # the verb ("books" of "what kind of books does Nate enjoy?"), less those asking for a
-    # predicate ("hobbies" asks for ``likes`` itself) or naming a time. ``facts`` sets the
+    # the verb ("books" of "what kind of books does Nate enjoy?"; after "what are some",
+    # up to a clause or a name: "foods" of "what are some foods that Audrey likes?"), less
+    # those asking for a predicate ("hobbies" asks for ``likes`` itself; "foods" names a
+    # kind of taste too, ``_KIND_CUES``) or naming a time. ``facts`` sets the
     # predicate's own kind aside ("cities" of visited: ``facts.OWN_KINDS``).
     kind: frozenset[str] = frozenset()
 
@@ -219,10 +222,10 @@ def read_intent(text: str) -> Intent:
     terms = frozenset(stem(t) for t in query_terms(text))
     # The words saying something of the value: of its kind, or else which one.
     said = frozenset(t for t in terms if not _asks_or_dates(t))
-    kind = _value_kind(toks)
+    kind = _value_kind(toks, _proper_names(text))
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
                   terms, frozenset(relation_words), said - kind, whose_words(text),
-                  said & kind)
+                  (said | _KIND_CUES) & kind)
 
 
 def whose_words(text: str) -> frozenset[str]:
@@ -359,18 +362,48 @@ _CAUSE_VERBS = frozenset((
     "convinced", "pushed", "triggered"))
 
 
-def _value_kind(toks: list[str]) -> frozenset[str]:
+# Cue words that also name a kind of value: "what foods does Nate like?" asks for tastes
+# that are foods (LoCoMo: "What are some foods that Audrey likes eating?" showed "Audrey
+# likes caring for their pups"). Other cue words ask for the predicate itself ("what are
+# Joanna's hobbies?": every taste).
+_KIND_CUES = frozenset({"food", "drink"})  # as ``stem`` has them
+_COPULAS = frozenset({"is", "are", "was", "were"})
+_DETERMINERS = frozenset({"a", "an", "the", "some", "any", "all"})
+# Words that end the noun a "what are some ..." question asks for: a clause begins.
+_CLAUSE_WORDS = frozenset({
+    "that", "which", "who", "whom", "whose", "where", "when", "to", "i", "you", "he", "she",
+    "we", "they", "it", "my", "your", "his", "her", "our", "their"})
+
+
+def _value_kind(toks: list[str], proper: AbstractSet[str] = frozenset()) -> frozenset[str]:
     """The words naming the kind of value asked for: those after "what"/"which" up to the
-    verb ("which cities has Jon visited?", "what kind of indoor activities ..."): they say
-    what sort of answer is wanted, not which one."""
+    verb ("which cities has Jon visited?", "what kind of indoor activities ..."), or after
+    "what is/are" and a determiner up to a clause or a name ("what are some foods that
+    Audrey likes?", ``proper``: the query's capitalised words): they say what sort of
+    answer is wanted, not which one."""
     out: set[str] = set()
     for i, word in enumerate(toks):
-        if word in ("what", "which") and toks[i + 1:i + 2] and toks[i + 1] not in _CAUSE_VERBS:
-            for nxt in toks[i + 1:]:
+        if word not in ("what", "which"):
+            continue
+        rest = toks[i + 1:]
+        if rest[:1] and rest[0] in _COPULAS and rest[1:2] and rest[1] in _DETERMINERS:
+            for nxt in rest[2:]:
+                if nxt in _VERB_WORDS or nxt in _CLAUSE_WORDS or nxt in proper:
+                    break
+                out.add(stem(nxt))
+        elif rest[:1] and rest[0] not in _CAUSE_VERBS:
+            for nxt in rest:
                 if nxt in _VERB_WORDS:
                     break
                 out.add(stem(nxt))
     return frozenset(out)
+
+
+def _proper_names(text: str) -> frozenset[str]:
+    """The case-folded words of ``text`` written with a capital, but its first ("Audrey" of
+    "What are some foods that Audrey likes?")."""
+    found = _WORD_RE.findall(text)
+    return frozenset(w.casefold() for w in found[1:] if w[:1].isupper() and w != "I")
 
 
 def _asks_or_dates(term: str) -> bool:
