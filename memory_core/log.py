@@ -89,6 +89,48 @@ def _stderr_handler(level: int) -> _StderrHandler:
     return _handler
 
 
+def renders_json(settings: Settings) -> bool:
+    """Whether this process's log lines are JSON (``MNEMO_LOG_FORMAT``, ``auto`` resolved):
+    a command that writes a line of its own to stderr beside them writes it as a log event
+    then, so the stream stays one JSON object per line."""
+    return settings.log_format == "json" or (settings.log_format == "auto"
+                                             and not sys.stderr.isatty())
+
+
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write (a test runner may swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def configure_library_logging(settings: Settings) -> None:
+    """mnemo's own events in an application's process (``Memory.open``): when nothing has
+    configured structlog (neither the application nor mnemo's CLI or workers), they go to
+    stderr in ``MNEMO_LOG_FORMAT`` from ``MNEMO_LOG_LEVEL`` up, instead of structlog's
+    default (stdout, console format, every level), where they would mix with the
+    application's own output. Nothing else of the process's logging is touched (no root
+    handler, no level), and an application that configured structlog keeps its
+    configuration."""
+    with _lock:
+        if _configured or structlog.is_configured():
+            return
+        structlog.configure(
+            processors=[structlog.contextvars.merge_contextvars,
+                        structlog.processors.add_log_level,
+                        structlog.processors.TimeStamper(fmt="iso", utc=True),
+                        structlog.processors.StackInfoRenderer(),
+                        structlog.processors.format_exc_info, _renderer(settings)],
+            wrapper_class=structlog.make_filtering_bound_logger(
+                getattr(logging, settings.log_level.upper())),
+            # The stream is looked up at each write: a TextIO in all but name.
+            logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
+            cache_logger_on_first_use=False)
+
+
 def configure_logging(settings: Settings, *, force: bool = False) -> None:
     """Configure structlog and stdlib logging for this process (idempotent).
 

@@ -216,6 +216,38 @@ def test_a_long_running_command_that_refuses_prints_no_start_banner(
     assert "SIGTERM or Ctrl-C stops" not in out.stderr  # no line saying it runs
 
 
+@pytest.mark.timeout(RUN_S + 300)
+def test_a_long_running_command_logging_json_says_it_runs_as_a_log_event(
+        tmp_path: Path) -> None:
+    # Off a terminal the log lines on stderr are JSON (MNEMO_LOG_FORMAT=auto): the banner
+    # "mnemo: scheduler on the ... broker" was one plain line among them, and a log
+    # shipper parsing the stream stopped there.
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")},
+           "MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "info"}
+    mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
+    proc = subprocess.Popen([mnemo, "scheduler"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(RUN_S, proc.kill)
+    killer.start()
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if '"running"' in line or "SIGTERM or Ctrl-C stops" in line:  # it runs
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, rest = proc.communicate(timeout=RUN_S)
+    finally:
+        killer.cancel()
+    lines = [line for line in [*seen, *rest.splitlines()] if line.strip()]
+    events = [json.loads(line) for line in lines]  # fails on a line that is not JSON
+    assert proc.returncode == 0, lines[-5:]
+    running = [e for e in events if e["event"] == "running"]
+    assert len(running) == 1 and running[0]["command"] == "scheduler", lines
+    assert running[0]["broker"] == "embedded" and running[0]["level"] == "info"
+
+
 READ_ONLY = [["health"], ["health", "--worker"], ["health", "--scheduler", "--json"],
              ["queue", "stats"], ["queue", "stats", "--watch", "--count", "1"],
              ["queue", "dead"], ["beliefs", "list"], ["beliefs", "history", "user", "lives_in"],

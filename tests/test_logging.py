@@ -218,3 +218,49 @@ def test_a_worker_process_writes_only_json_lines(tmp_path: Path) -> None:
     assert any(e["event"].startswith("Retries exceeded") and e["level"] == "warning"
                for e in lines)
     assert SECRET not in text
+
+
+LIBRARY = """
+import sys
+from memory_core import Memory
+if "--app-configured" in sys.argv:
+    import structlog
+    structlog.configure(processors=[lambda _l, _m, event: "APP " + event["event"]],
+                        logger_factory=structlog.PrintLoggerFactory(sys.stdout))
+with Memory.open() as mem:
+    mem.recall("where do I live", tenant="t1")
+print("ANSWER")
+"""
+
+
+def _library_run(data: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """An application's process using ``Memory`` (nothing of mnemo's CLI in it)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    full.update(MNEMO_DATA_DIR=str(data), MNEMO_EMBEDDER="hash", **env)
+    out = subprocess.run([sys.executable, "-c", LIBRARY, *args], cwd=REPO,
+                         capture_output=True, text=True, timeout=120, env=full)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_an_application_using_memory_gets_its_log_lines_on_stderr_never_stdout(
+        tmp_path: Path) -> None:
+    # structlog's default (nothing configured) prints to stdout in console format: the
+    # README's example printed "[info] recall duration_ms=..." into the chat process's own
+    # output, whatever MNEMO_LOG_FORMAT said.
+    data = tmp_path / "data"
+    for args in (("db", "migrate"), ("tenant", "add", "t1")):
+        subprocess.run([sys.executable, "-c", "from scripts.cli import main; main()", *args],
+                       cwd=REPO, check=True, capture_output=True, timeout=120,
+                       env={**os.environ, "MNEMO_DATA_DIR": str(data)})
+    out = _library_run(data, MNEMO_LOG_FORMAT="json", MNEMO_LOG_LEVEL="info")
+    assert out.stdout == "ANSWER\n"
+    events = [e["event"] for e in _json_lines(out.stderr)]
+    assert "recall" in events and "embedder_keyword_grade" in events
+    # MNEMO_LOG_LEVEL holds: the recall line is info.
+    quiet = _library_run(data, MNEMO_LOG_FORMAT="json", MNEMO_LOG_LEVEL="warning")
+    assert quiet.stdout == "ANSWER\n"
+    assert "recall" not in [e["event"] for e in _json_lines(quiet.stderr)]
+    # An application that configured structlog itself keeps its configuration.
+    app = _library_run(data, "--app-configured", MNEMO_LOG_FORMAT="json")
+    assert "APP recall" in app.stdout.splitlines() and app.stderr == ""

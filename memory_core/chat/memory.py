@@ -29,6 +29,7 @@ from memory_core.chat.post_turn import TurnSender, checked_message, checked_turn
 from memory_core.db.stores import Database, open_ops, open_state
 from memory_core.embedders.base import Embedder, warn_keyword_grade_once
 from memory_core.embedders.factory import make_embedder
+from memory_core.log import configure_library_logging
 from memory_core.model.tenants import require_tenant
 from memory_core.model.turns import TurnInput, is_recorded
 from memory_core.recall import engine
@@ -89,6 +90,9 @@ class Memory:
             ConfigurationError, EmbedderError: with what to fix.
         """
         settings = settings or Settings.from_env()
+        # Its log lines to stderr in MNEMO_LOG_FORMAT, unless the application (or mnemo's
+        # CLI) configured logging: never into the application's stdout.
+        configure_library_logging(settings)
         embedder = embedder or make_embedder(settings)
         embedder.load()
         state = open_state(settings, migrate=False, readonly=True)

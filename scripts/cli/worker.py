@@ -10,13 +10,17 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
+import structlog
 
 from memory_core.clock import utcnow
+from memory_core.log import renders_json
 from schedules.bootstrap import run_scheduler, start_memory_worker
 from scripts.cli.app import Ctx, handle_errors, progress
 from scripts.cli.dates import show_time
 from workers.entry import DEFAULT_GRACE_S, stop_on_signals
 from workers.pool import run_pool
+
+log = structlog.get_logger(__name__)
 
 processes_option = click.option(
     "--processes", type=click.IntRange(1, 256), default=None,
@@ -37,15 +41,22 @@ class Lines:
     """``--json`` on a long-running command: one JSON object per line on stdout, a
     ``started`` line once it runs and a ``stopped`` line when it ends (``outcome`` "ok", or
     "error" with the error, which also ends the command as usual). Without --json, the
-    human banner on stderr instead."""
+    human banner on stderr instead, or, when the log lines there are JSON, a ``running``
+    log event with the same facts (a plain line would break a log shipper's parsing)."""
 
-    def __init__(self, as_json: bool, command: str, **facts: Any) -> None:
+    def __init__(self, as_json: bool, command: str, *, json_logs: bool = False,
+                 **facts: Any) -> None:
         self.as_json = as_json
+        self.json_logs = json_logs
         self.facts = {"command": command, "pid": os.getpid(), **facts}
 
     def banner(self, text: str) -> None:
         """The human line saying it runs (not with --json, whose ``started`` says it)."""
-        if not self.as_json:
+        if self.as_json:
+            return
+        if self.json_logs:
+            log.info("running", **self.facts)
+        else:
             progress(text)
 
     def emit(self, event: str, **fields: Any) -> None:
@@ -69,8 +80,8 @@ def _run(obj: Ctx, processes: int | None, threads: int | None, grace: float, as_
     settings = obj.settings
     processes = processes or settings.worker_processes
     threads = threads or settings.worker_threads
-    lines = Lines(as_json, command, processes=processes, threads=threads,
-                  broker=settings.broker_kind)
+    lines = Lines(as_json, command, json_logs=renders_json(settings), processes=processes,
+                  threads=threads, broker=settings.broker_kind)
 
     def started() -> Callable[[], None]:  # once the pool runs (and, for `up`, the scheduler)
         # The banner only now: the pool has checked the stores, the embedder and the broker,
@@ -158,7 +169,8 @@ def scheduler(obj: Ctx, as_json: bool) -> None:
         mnemo scheduler
     """
     settings = obj.settings
-    lines = Lines(as_json, "scheduler", broker=settings.broker_kind)
+    lines = Lines(as_json, "scheduler", json_logs=renders_json(settings),
+                  broker=settings.broker_kind)
 
     def started() -> None:
         lines.banner(f"mnemo: scheduler on the {settings.broker_kind} broker (lease "
