@@ -72,6 +72,9 @@ def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
     assert table.exit_code == 0, table.output
     facts, rest = table.stdout.split("Evidence:")
     assert facts.startswith("Facts (currently valid):\n#")
+    # Who stated each fact ("user"), not the extractor that `mnemo beliefs list` calls its
+    # source ("heuristic"): one word for two things confused a new user.
+    assert " said by " in facts.splitlines()[1] and " source " not in facts.splitlines()[1]
     assert "lives_in   Lisbon" in facts and "Berlin" in facts  # Berlin: the value before
     evidence, explained = rest.split("Explanation (every candidate):")
     assert "I live in Lisbon now." in evidence and "lives_in" not in evidence

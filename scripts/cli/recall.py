@@ -91,7 +91,7 @@ def _tables(result: RecallResult) -> None:
     when = f"valid at {show_day(result.as_of)}" if result.as_of else "currently valid"
     click.echo(f"Facts ({when}):")
     if result.facts:
-        emit_table(["#", "subject", "predicate", "object", "since", "until", "conf", "source",
+        emit_table(["#", "subject", "predicate", "object", "since", "until", "conf", "said by",
                     "turns", "before", "id"], [
             [f.label, f.subject, f.predicate, _short(f.object, 40), show_day(f.valid_from),
              show_day(f.valid_to), f"{f.confidence:.2f}", f.source,
