@@ -122,9 +122,15 @@ def test_entities_with_kind_aliases_and_counts(data_dir: Path) -> None:
     assert found["Ana Silva"]["aliases"] == ["Ana"]
     assert found["Ana Silva"]["beliefs"] == 3  # lives_in, works_at (subject), has_sibling
     assert found["Ana Silva"]["beliefs_as_subject"] == 6  # with the superseded ones
+    # Kinds as the beliefs' roles say (a sister, a workplace, places lived in, a pet); a
+    # new user saw every entity listed as a "thing".
+    assert {name: found[name]["kind"] for name in ("Ana Silva", "Acme", "Lisbon", "Osaka",
+                                                   "Rex")} == {
+        "Ana Silva": "person", "Acme": "organization", "Lisbon": "place", "Osaka": "place",
+        "Rex": "pet"}
     table = mnemo(data_dir, "entities", "list", "-t", "t1")
     assert table.exit_code == 0
-    assert any(line.split()[:5] == ["Ana", "Silva", "thing", "Ana", "3"]
+    assert any(line.split()[:5] == ["Ana", "Silva", "person", "Ana", "3"]
                for line in table.stdout.splitlines())
 
 

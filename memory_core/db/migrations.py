@@ -22,7 +22,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.clock import to_db, utcnow
-from memory_core.db import changes, schema_ops, schema_state
+from memory_core.db import changes, entity_kinds, schema_ops, schema_state
 from memory_core.db import fts as fts_index
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import SchemaTooNewError, StoreError
@@ -153,6 +153,11 @@ def _tenant_fts(conn: Any) -> None:
     fts_index.record_version(conn)
 
 
+def _run_all(conn: Any, statements: list[str]) -> None:
+    for statement in statements:
+        conn.execute(statement)
+
+
 def _steps(*steps: Callable[[Any], None]) -> Callable[[Any], None]:
     def apply(conn: Connection) -> None:
         for step in steps:
@@ -180,6 +185,8 @@ STATE_MIGRATIONS: tuple[Migration, ...] = (
               _tenant_fts),
     Migration(4, "recall change log: recall_changes and the triggers writing it",
               changes.install),
+    Migration(5, "entity kinds from the beliefs' roles (person, place, organization, ...)",
+              lambda conn: _run_all(conn, entity_kinds.backfill_sql(to_db(utcnow())))),
 )
 
 OPS_MIGRATIONS: tuple[Migration, ...] = (

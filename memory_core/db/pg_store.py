@@ -28,8 +28,8 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from memory_core.backends import BackendURL, postgres_connect_kwargs
 from memory_core.clock import to_db, utcnow
+from memory_core.db import entity_kinds, pg_fts, schema_state
 from memory_core.db import fts as fts_index
-from memory_core.db import pg_fts, schema_state
 from memory_core.db.per_thread import ThreadConnections
 from memory_core.db.pg_state import SCHEMA, PgConnection, write_lock_sql
 from memory_core.errors import SchemaTooNewError, StoreError
@@ -40,7 +40,8 @@ MIGRATIONS = ((1, "state tables, full-text postings, vector type"),
               (2, "SQLite's julianday() and sum(boolean) for the maintenance jobs' SQL"),
               (3, "SQLite's json_group_array() for the backup's exports"),
               (4, "keyword search from the postings' index alone (row lengths, INCLUDE)"),
-              (5, "the maintenance jobs' partial indexes made partial, as in SQLite"))
+              (5, "the maintenance jobs' partial indexes made partial, as in SQLite"),
+              (6, "entity kinds from the beliefs' roles (person, place, organization, ...)"))
 # SQLite functions the state code calls that PostgreSQL lacks, made in the schema.
 _COMPAT = ["CREATE OR REPLACE FUNCTION julianday(t text) RETURNS double precision "
            "LANGUAGE sql STABLE AS $$ SELECT extract(epoch FROM t::timestamptz)::float8 "
@@ -133,7 +134,8 @@ def _migrate(conn: psycopg.Connection[Any]) -> list[int]:
             conn.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO "
                          "UPDATE SET value = excluded.value",
                          (fts_index.META_KEY, fts_index.TOKENS_VERSION))
-        steps = {3: _JSON_ARRAY, 4: pg_fts.index_ddl(), 5: _partial_index_ddl()}
+        steps = {3: _JSON_ARRAY, 4: pg_fts.index_ddl(), 5: _partial_index_ddl(),
+                 6: entity_kinds.backfill_sql(to_db(utcnow()))}
         for number, statements in steps.items():
             if version < number:
                 _apply(conn, number, statements)

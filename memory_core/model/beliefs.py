@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import to_db, utcnow
+from memory_core.db.entity_kinds import ROLE_KINDS
 from memory_core.db.sqlite import Connection, atomic
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import (
@@ -29,6 +30,7 @@ from memory_core.model.ego_anchor import ANCHOR_PREDICATE, anchor_text, needs_an
 from memory_core.model.entities import (
     HUB,
     SELF_LABELS,
+    classify,
     entity_name,
     lookup,
     resolve,
@@ -180,7 +182,7 @@ def apply_in_tx(tx: WriteTx, c: Checked, speaker: str | None = None) -> BeliefOu
         if reason is not None:
             count_rejection(tx, reason)
             return BeliefOutcome("rejected", reason=reason)
-    subject_id = resolve(tx, label, kind="thing")
+    subject_id = resolve(tx, label)
     object_norm = normalize_object(c.object_text)
     uid = content_key(tx.tenant, subject_id, c.predicate, object_norm, c.valid_from, c.source,
                       c.negated)
@@ -200,6 +202,9 @@ def apply_in_tx(tx: WriteTx, c: Checked, speaker: str | None = None) -> BeliefOu
         status=PENDING_REVIEW if c.pending_review else ACTIVE, negated=c.negated)
     res = resolve_new(tx, subject_id, c.predicate, object_norm, new)
     row_id = insert_belief(tx, new, res)
+    subject_kind, object_kind = ROLE_KINDS.get(c.predicate, (None, None))
+    classify(tx, subject_id, subject_kind)
+    classify(tx, new.object_entity_id, object_kind)
     _after_change(tx, subject_id, new.object_entity_id, c.predicate)
     if c.replaces:
         _end_replaced(tx, c, subject_id, object_norm, speaker)

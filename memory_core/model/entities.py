@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from memory_core.db.entity_kinds import THING
 from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.model.belief_rules import normalize_object, render_text
@@ -56,7 +57,20 @@ def display_name(conn: Connection, tenant: str, label: str) -> str:
     return entity_name(conn, tenant, entity_id)
 
 
-def resolve(tx: WriteTx, label: str, kind: str = "thing") -> str:
+def classify(tx: WriteTx, entity_id: str | None, kind: str | None) -> None:
+    """Give an entity still a ``thing`` the ``kind`` a belief's role says it is
+    (``db.entity_kinds``); a kind set before is kept. Idempotent; a change goes to the
+    mirrors' outbox."""
+    if entity_id is None or kind is None:
+        return
+    cur = tx.conn.execute(
+        "UPDATE entities SET kind = ?, updated_at = ? WHERE tenant = ? AND entity_id = ? AND "
+        "kind = ?", (kind, tx.now, tx.tenant, entity_id, THING))
+    if cur.rowcount:
+        tx.change("entity", entity_id)
+
+
+def resolve(tx: WriteTx, label: str, kind: str = THING) -> str:
     """The entity id for ``label``, minting it when unknown. Check hygiene first."""
     found = lookup(tx.conn, tx.tenant, label)
     if found is not None:

@@ -7,7 +7,8 @@ from dataclasses import replace
 import psycopg
 import pytest
 
-from memory_core.db.pg_store import LATEST, PgDatabase
+from memory_core.db.entity_kinds import backfill_sql
+from memory_core.db.pg_store import LATEST, MIGRATIONS, PgDatabase
 from memory_core.errors import ConfigurationError, SchemaTooNewError
 from memory_core.model.turns import TurnInput
 from memory_core.settings import Settings
@@ -152,3 +153,25 @@ def test_the_maintenance_indexes_are_partial_as_in_sqlite(store) -> None:
     assert "WHERE (status = 'pending_review'" in rows["ix_beliefs_pending"]
     assert "WHERE (expires_at IS NOT NULL)" in rows["ix_episodes_expires"]
     assert all(" WHERE " in definition for definition in rows.values())
+
+
+def test_entity_kinds_are_written_and_backfilled_as_in_sqlite(store) -> None:
+    """The primary's writer gives entities their kinds, and its migration 6 runs the same
+    backfill as SQLite's migration 5 (tests/test_entity_kinds.py)."""
+    process_turns(store.db, store.index, [TurnInput("t1", "s1", f"u{i}", "user", text, day(i))
+                                          for i, text in enumerate(
+                                              ["My sister Elin lives in Stockholm.",
+                                               "I work at Summit Parks."])])
+    expected = {"Elin": "person", "Stockholm": "place", "Summit Parks": "organization"}
+
+    def kinds() -> dict[str, str]:
+        found = dict(rows(store.db, "SELECT name, kind FROM entities WHERE tenant = 't1'"))
+        return {name: found.get(name, "") for name in expected}
+
+    assert kinds() == expected
+    store.conn.execute("UPDATE entities SET kind = 'thing' WHERE entity_id != 'user'")
+    for statement in backfill_sql("2026-01-01T00:00:00.000000Z"):
+        store.conn.execute(statement)
+    assert kinds() == expected
+    assert rows(store.db, "SELECT name FROM schema_migrations WHERE version = 6") == [
+        (dict(MIGRATIONS)[6],)]
