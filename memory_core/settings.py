@@ -30,13 +30,20 @@ _FALSE = {"0", "false", "no", "off"}
 _TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
+def _not(raw: str) -> str:
+    """The bad value, for a message naming it (only for variables that hold no secret:
+    booleans, numbers, choices)."""
+    return f", not {raw[:40]!r}"
+
+
 def parse_bool(var: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
         return False
-    raise ConfigurationError(f"{var} must be a boolean: one of true/false, 1/0, yes/no, on/off")
+    raise ConfigurationError(f"{var} must be a boolean: one of true/false, 1/0, yes/no, "
+                             f"on/off{_not(raw)}")
 
 
 def _int_parser(lo: int, hi: int) -> Callable[[str, str], int]:
@@ -45,10 +52,10 @@ def _int_parser(lo: int, hi: int) -> Callable[[str, str], int]:
             value = int(raw.strip(), 10)
         except ValueError:
             raise ConfigurationError(
-                f"{var} must be a whole number from {lo} to {hi}"
+                f"{var} must be a whole number from {lo} to {hi}{_not(raw)}"
             ) from None
         if not lo <= value <= hi:
-            raise ConfigurationError(f"{var} must be a whole number from {lo} to {hi}")
+            raise ConfigurationError(f"{var} must be a whole number from {lo} to {hi}{_not(raw)}")
         return value
 
     return parse
@@ -59,9 +66,11 @@ def _fraction_parser(lo: float, hi: float) -> Callable[[str, str], float]:
         try:
             value = float(raw.strip())
         except ValueError:
-            raise ConfigurationError(f"{var} must be a decimal number from {lo} to {hi}") from None
+            raise ConfigurationError(
+                f"{var} must be a decimal number from {lo} to {hi}{_not(raw)}") from None
         if not lo <= value <= hi:  # also refuses nan
-            raise ConfigurationError(f"{var} must be a decimal number from {lo} to {hi}")
+            raise ConfigurationError(
+                f"{var} must be a decimal number from {lo} to {hi}{_not(raw)}")
         return value
 
     return parse
@@ -71,7 +80,7 @@ def _choice_parser(*choices: str) -> Callable[[str, str], str]:
     def parse(var: str, raw: str) -> str:
         value = raw.strip().lower()
         if value not in choices:
-            raise ConfigurationError(f"{var} must be one of: {', '.join(choices)}")
+            raise ConfigurationError(f"{var} must be one of: {', '.join(choices)}{_not(raw)}")
         return value
 
     return parse

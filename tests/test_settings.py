@@ -56,6 +56,18 @@ def test_bad_values_name_the_variable_and_valid_forms(var: str, raw: str, fragme
     assert fragment in str(err.value)
 
 
+@pytest.mark.parametrize(("var", "raw"), [
+    ("MNEMO_RECALL_MAX_ITEMS", "ten"), ("MNEMO_RECALL_MAX_ITEMS", "5000"),
+    ("MNEMO_REINFORCE_BOOST", "lots"), ("MNEMO_LOG_FORMAT", "xml"),
+    ("MNEMO_SQLITE_BM25", "maybe")])
+def test_a_bad_number_boolean_or_choice_is_named_in_its_error(var: str, raw: str) -> None:
+    # "MNEMO_RECALL_MAX_ITEMS must be a whole number from 1 to 1000" left a tired operator
+    # to find which value of the environment it meant. These hold no secret.
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env({var: raw})
+    assert str(err.value).endswith(f", not {raw!r}")
+
+
 def test_a_refused_secret_is_never_echoed() -> None:
     secret = "hunter2-very-secret"
     for var, raw in [
