@@ -154,6 +154,8 @@ def test_intent_keeps_what_the_query_says_of_the_value(query: str, specifics: se
     ("What are some foods that Audrey likes eating?", {"food"}),
     ("What was the book Melanie read?", {"book"}),
     ("What is the name of Melanie's dog?", set()),
+    ("What are the main ingredients of the ice cream recipe shared by Nate?",
+     {"main", "ingredient"}),
     # "food" asks for a diet too, and names the kind of taste asked for.
     ("What foods does Nate like?", {"food"}),
 ])

@@ -369,10 +369,13 @@ _CAUSE_VERBS = frozenset((
 _KIND_CUES = frozenset({"food", "drink"})  # as ``stem`` has them
 _COPULAS = frozenset({"is", "are", "was", "were"})
 _DETERMINERS = frozenset({"a", "an", "the", "some", "any", "all"})
-# Words that end the noun a "what are some ..." question asks for: a clause begins.
+# Words that end the noun a "what are some ..." question asks for: a clause or a
+# preposition begins ("the total cost of the new food bowl ...": the cost is the kind, the
+# bowl says which).
 _CLAUSE_WORDS = frozenset({
     "that", "which", "who", "whom", "whose", "where", "when", "to", "i", "you", "he", "she",
-    "we", "they", "it", "my", "your", "his", "her", "our", "their"})
+    "we", "they", "it", "my", "your", "his", "her", "our", "their", "of", "for", "in", "on",
+    "at", "about", "from", "with", "by", "during", "regarding", "between", "after", "before"})
 
 
 def _value_kind(toks: list[str], proper: AbstractSet[str] = frozenset()) -> frozenset[str]:
