@@ -173,11 +173,11 @@ class Intent:
     # Whose turns answer it (``whose_words``): "user", "assistant" or neither.
     whose: frozenset[str] = frozenset()
     # The kind of value it asks for: its stemmed content words between "what"/"which" and
-    # the verb ("books" of "what kind of books does Nate enjoy?"; after "what are some",
-    # up to a clause or a name: "foods" of "what are some foods that Audrey likes?"), less
-    # those asking for a predicate ("hobbies" asks for ``likes`` itself; "foods" names a
-    # kind of taste too, ``_KIND_CUES``) or naming a time. ``facts`` sets the
-    # predicate's own kind aside ("cities" of visited: ``facts.OWN_KINDS``).
+    # the verb ("books" of "what kind of books does Nate enjoy?"; after "what are some", up
+    # to a clause, a preposition or a name: "foods" of "what are some foods that Audrey
+    # likes?"), less those asking for a predicate ("hobbies" asks for ``likes`` itself;
+    # "foods" names a kind of taste too, ``_KIND_CUES``) or naming a time. ``facts`` sets
+    # the predicate's own kind aside ("cities" of visited: ``facts.OWN_KINDS``).
     kind: frozenset[str] = frozenset()
 
 
@@ -381,9 +381,9 @@ _CLAUSE_WORDS = frozenset({
 def _value_kind(toks: list[str], proper: AbstractSet[str] = frozenset()) -> frozenset[str]:
     """The words naming the kind of value asked for: those after "what"/"which" up to the
     verb ("which cities has Jon visited?", "what kind of indoor activities ..."), or after
-    "what is/are" and a determiner up to a clause or a name ("what are some foods that
-    Audrey likes?", ``proper``: the query's capitalised words): they say what sort of
-    answer is wanted, not which one."""
+    "what is/are" and a determiner up to a clause, a preposition or a name ("what are some
+    foods that Audrey likes?", ``proper``: the query's capitalised words): they say what
+    sort of answer is wanted, not which one."""
     out: set[str] = set()
     for i, word in enumerate(toks):
         if word not in ("what", "which"):
