@@ -13,6 +13,7 @@ from memory_core.db.entity_kinds import PERSON, THING, backfill_sql
 from memory_core.db.migrations import STATE_MIGRATIONS
 from memory_core.embedders.factory import make_embedder
 from memory_core.model.entities import classify, lookup
+from memory_core.model.merges import merge_entities
 from memory_core.model.write_tx import write_tx
 from memory_core.settings import Settings
 from memory_core.vectors import VectorIndex
@@ -81,5 +82,25 @@ def test_the_migration_gives_an_older_store_its_kinds_and_tells_the_mirrors(
         for statement in backfill_sql("2026-01-01T00:00:00.000000Z"):
             conn.execute(statement)
         assert _kinds(conn) == kinds and len(_entity_upserts(conn)) == len(changed)
+    finally:
+        db.close()
+
+
+def test_a_merge_keeps_a_kind_the_survivor_lacked(tmp_path: Path) -> None:
+    # "Jon" (a thing: only ever the subject of a taste) is the person "Jonas": merged into
+    # Jon, the survivor is a person, not a thing.
+    settings = Settings.from_env({}, data_dir=tmp_path / "data", log_level="error")
+    write_like_a_worker(settings, "t1", [{**turn(i), "text": text} for i, text in enumerate(
+        ["My brother Jonas lives in Seattle.", "Jon really loves chess."])])
+    db = open_state(settings, migrate=False)
+    try:
+        jon, jonas = lookup(db.conn, "t1", "Jon"), lookup(db.conn, "t1", "Jonas")
+        assert jon and jonas and _kinds(db.conn)["Jon"] == THING
+        merge_entities(db.conn, VectorIndex(make_embedder(settings)), "t1", jonas, jon)
+        assert _kinds(db.conn)["Jon"] == PERSON
+        # A survivor with a kind of its own keeps it: Seattle (a place) stays one.
+        seattle = lookup(db.conn, "t1", "Seattle")
+        merge_entities(db.conn, VectorIndex(make_embedder(settings)), "t1", jon, seattle)
+        assert _kinds(db.conn)["Seattle"] == "place"
     finally:
         db.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memory_core.db.entity_kinds import THING
 from memory_core.db.sqlite import Connection
 from memory_core.errors import InvalidInputError
 from memory_core.model.belief_rules import anchor_key, content_key, count_contribution, render_text
@@ -100,6 +101,10 @@ def merge_in_tx(tx: WriteTx, from_id: str, into_id: str) -> MergeResult:
     conn.execute("INSERT INTO entity_merges (tenant, from_entity_id, into_entity_id, from_name, "
                  "beliefs_rewired, merged_at) VALUES (?, ?, ?, ?, ?, ?)",
                  (tenant, from_id, into_id, from_name, moved, tx.now))
+    # The survivor takes the merged entity's kind when it had none of its own (a "thing").
+    conn.execute("UPDATE entities SET kind = (SELECT kind FROM entities WHERE tenant = ? AND "
+                 "entity_id = ?) WHERE tenant = ? AND entity_id = ? AND kind = ?",
+                 (tenant, from_id, tenant, into_id, THING))
     conn.execute("DELETE FROM entities WHERE tenant = ? AND entity_id = ?", (tenant, from_id))
     tx.count_deltas.pop(from_id, None)
     for predicate, object_norm in sorted(touched):
