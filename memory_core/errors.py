@@ -63,7 +63,12 @@ class UnknownPredicateError(InvalidInputError):
 
 
 class UnknownTenantError(InvalidInputError):
-    """A tenant that has not been created."""
+    """A tenant that has not been created (``tenant``: the name asked for, when known: the
+    CLI suggests close names to an operator; the library never lists other tenants)."""
+
+    def __init__(self, message: str, tenant: str | None = None) -> None:
+        super().__init__(message)
+        self.tenant = tenant
 
 
 class NotFoundError(MnemoError):

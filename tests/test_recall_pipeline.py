@@ -86,6 +86,10 @@ def test_recall_cli_json_and_explain(settings: Settings, monkeypatch) -> None:
     assert bad.exit_code == 1 and "MNEMO_MAX_QUERY_CHARS" in bad.output
     unknown = CliRunner().invoke(main, ["recall", "cello", "--tenant", "acmee"])
     assert unknown.exit_code == 1 and "mnemo tenant add acmee" in unknown.output
+    # An operator's typo gets the close name of their own store; a far one gets none.
+    assert unknown.output.rstrip().endswith("(did you mean 'acme'?)")
+    far = CliRunner().invoke(main, ["recall", "cello", "--tenant", "zeta"])
+    assert far.exit_code == 1 and "did you mean" not in far.output
 
 
 def test_memory_explain_and_recollect_cli(settings: Settings, monkeypatch) -> None:

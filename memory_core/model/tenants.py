@@ -63,7 +63,7 @@ def require_tenant(conn: Connection, tenant: object) -> str:
     if row is None:
         raise UnknownTenantError(
             f"tenant {tenant!r} does not exist: check the name with `mnemo tenant list`, or "
-            f"create it with `mnemo tenant add {tenant}`"
+            f"create it with `mnemo tenant add {tenant}`", tenant=str(tenant)
         )
     return tenant  # type: ignore[return-value]
 

@@ -8,6 +8,7 @@ imports only click and the light parts of ``memory_core``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import json
@@ -29,6 +30,7 @@ from memory_core.errors import (
     StoreDamagedError,
     StoreError,
     StoreUnwritableError,
+    UnknownTenantError,
 )
 from memory_core.settings import Settings
 from scripts.cli import exit_codes
@@ -62,12 +64,34 @@ def click_error(e: BaseException) -> click.ClickException:
     """The one ``Error:`` line (and exit code) for a mnemo or SQLite error."""
     if isinstance(e, StoreDamagedError | StoreUnwritableError):
         return StorageFault(str(e))
+    if isinstance(e, UnknownTenantError):
+        return click.ClickException(str(e) + _close_tenants(e.tenant))
     if isinstance(e, MnemoError):
         return click.ClickException(str(e))
     wrapped = _locate(e)
     if isinstance(wrapped, StoreDamagedError | StoreUnwritableError):
         return StorageFault(str(wrapped))
     return click.ClickException(str(wrapped))
+
+
+def _close_tenants(name: str | None) -> str:
+    """" (did you mean 'acme'?)" for a mistyped tenant: the operator's own store's tenants
+    whose names are close (never in the library, whose callers are tenants themselves)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Ctx) if ctx is not None else None
+    if name is None or obj is None:
+        return ""
+    from memory_core.model.tenants import list_tenants
+
+    try:
+        state = open_state(obj.settings, migrate=False, readonly=True)
+    except MnemoError:
+        return ""
+    try:
+        close = difflib.get_close_matches(name, list_tenants(state.conn), n=3, cutoff=0.6)
+    finally:
+        state.close()
+    return f" (did you mean {' or '.join(repr(t) for t in close)}?)" if close else ""
 
 
 def _locate(e: BaseException) -> StoreError:

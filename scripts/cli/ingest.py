@@ -79,7 +79,8 @@ def _tenants_ready(obj: Ctx, tenants: list[str], create: bool, turns: list[Check
             try:
                 require_tenant(state.conn, tenant)
             except UnknownTenantError as e:
-                raise UnknownTenantError(f"{e}, or pass --create-tenant") from None
+                raise UnknownTenantError(f"{e}, or pass --create-tenant",
+                                         tenant=e.tenant) from None
         recorded = []
         for t in turns:
             recorded.append(is_recorded(state.conn, t))
