@@ -75,8 +75,9 @@ def click_error(e: BaseException) -> click.ClickException:
 
 
 def _close_tenants(name: str | None) -> str:
-    """" (did you mean 'acme'?)" for a mistyped tenant: the operator's own store's tenants
-    whose names are close (never in the library, whose callers are tenants themselves)."""
+    """For a mistyped tenant, the operator's own store's tenants whose names are close, as
+    `` (did you mean 'acme'?)`` (never in the library, whose callers are tenants
+    themselves); empty when none is close or the store cannot be read."""
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(Ctx) if ctx is not None else None
     if name is None or obj is None:
@@ -85,12 +86,13 @@ def _close_tenants(name: str | None) -> str:
 
     try:
         state = open_state(obj.settings, migrate=False, readonly=True)
-    except MnemoError:
+        try:
+            names = list_tenants(state.conn)
+        finally:
+            state.close()
+    except Exception:  # a probe that fails must not hide the original error
         return ""
-    try:
-        close = difflib.get_close_matches(name, list_tenants(state.conn), n=3, cutoff=0.6)
-    finally:
-        state.close()
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     return f" (did you mean {' or '.join(repr(t) for t in close)}?)" if close else ""
 
 
