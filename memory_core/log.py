@@ -68,13 +68,30 @@ class _ForeignLevel(logging.Filter):
         return hasattr(record, "_logger") or record.levelno >= self.level
 
 
+def renders_json(settings: Settings) -> bool:
+    """Whether this process's log lines are JSON (``MNEMO_LOG_FORMAT``, ``auto`` resolved):
+    a command that writes a line of its own to stderr beside them writes it as a log event
+    then, so the stream stays one JSON object per line."""
+    return settings.log_format == "json" or (settings.log_format == "auto"
+                                             and not sys.stderr.isatty())
+
+
 def _renderer(settings: Settings) -> structlog.typing.Processor:
-    fmt = settings.log_format
-    if fmt == "auto":
-        fmt = "console" if sys.stderr.isatty() else "json"
-    if fmt == "json":
+    if renders_json(settings):
         return structlog.processors.JSONRenderer()
     return structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+
+
+def _level(settings: Settings) -> int:
+    return int(getattr(logging, settings.log_level.upper()))
+
+
+def _stamping(*, logger_name: bool) -> list[structlog.typing.Processor]:
+    """What every line carries: the unit of work's context, the level, (through stdlib
+    logging) the logger's name, and the time."""
+    return [structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+            *([structlog.stdlib.add_logger_name] if logger_name else []),
+            structlog.processors.TimeStamper(fmt="iso", utc=True)]
 
 
 def _stderr_handler(level: int) -> _StderrHandler:
@@ -87,14 +104,6 @@ def _stderr_handler(level: int) -> _StderrHandler:
         if isinstance(f, _ForeignLevel):
             f.level = level
     return _handler
-
-
-def renders_json(settings: Settings) -> bool:
-    """Whether this process's log lines are JSON (``MNEMO_LOG_FORMAT``, ``auto`` resolved):
-    a command that writes a line of its own to stderr beside them writes it as a log event
-    then, so the stream stays one JSON object per line."""
-    return settings.log_format == "json" or (settings.log_format == "auto"
-                                             and not sys.stderr.isatty())
 
 
 class _CurrentStderr:
@@ -119,13 +128,9 @@ def configure_library_logging(settings: Settings) -> None:
         if _configured or structlog.is_configured():
             return
         structlog.configure(
-            processors=[structlog.contextvars.merge_contextvars,
-                        structlog.processors.add_log_level,
-                        structlog.processors.TimeStamper(fmt="iso", utc=True),
-                        structlog.processors.StackInfoRenderer(),
+            processors=[*_stamping(logger_name=False), structlog.processors.StackInfoRenderer(),
                         structlog.processors.format_exc_info, _renderer(settings)],
-            wrapper_class=structlog.make_filtering_bound_logger(
-                getattr(logging, settings.log_level.upper())),
+            wrapper_class=structlog.make_filtering_bound_logger(_level(settings)),
             # The stream is looked up at each write: a TextIO in all but name.
             logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
             cache_logger_on_first_use=False)
@@ -140,13 +145,8 @@ def configure_logging(settings: Settings, *, force: bool = False) -> None:
     with _lock:
         if _configured and not force:
             return
-        level = getattr(logging, settings.log_level.upper())
-        shared: list[structlog.typing.Processor] = [
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.stdlib.add_logger_name,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-        ]
+        level = _level(settings)
+        shared = _stamping(logger_name=True)
         structlog.configure(
             processors=[*shared, structlog.processors.StackInfoRenderer(),
                         structlog.processors.format_exc_info,

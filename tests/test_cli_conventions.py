@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -151,25 +151,40 @@ def _strings(value: Any) -> Iterator[str]:
 RUN_S = 600
 
 
-def _run_until_started(argv: list[str], env: dict[str, str]) -> tuple[int, list[dict[str, Any]]]:
-    """Start ``mnemo argv``, wait for its first stdout line, SIGTERM it if that says it
-    started; (exit code, every stdout line parsed as JSON)."""
+def _run_until(argv: list[str], env: dict[str, str], *, watch: str,
+               running: Callable[[str], bool]) -> tuple[int, list[str], str]:
+    """Start ``mnemo argv`` and read its ``watch`` stream ("stdout" or "stderr") line by
+    line; SIGTERM it at the first line that says it runs (``running``; else it is ending by
+    itself: a signal would race its exit). (exit code, every line of that stream, the other
+    stream's text.)"""
     mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
     proc = subprocess.Popen([mnemo, *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(RUN_S, proc.kill)  # a command that never starts fails, not hangs
     killer.start()
     try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if '"started"' in first:  # else it is ending by itself: a signal would race its exit
-            proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=RUN_S)
+        stream = proc.stdout if watch == "stdout" else proc.stderr
+        assert stream is not None
+        seen = []
+        for line in stream:
+            seen.append(line.rstrip("\n"))
+            if running(line):
+                proc.send_signal(signal.SIGTERM)
+                break
+        out, err = proc.communicate(timeout=RUN_S)
     finally:
         killer.cancel()
-    lines = [first, *rest.splitlines()]
-    assert all(line.strip() for line in lines), (lines, err[-2000:])
-    return proc.returncode, [json.loads(line) for line in lines]
+    rest, other = (out, err) if watch == "stdout" else (err, out)
+    return proc.returncode, [*seen, *rest.splitlines()], other
+
+
+def _run_until_started(argv: list[str], env: dict[str, str]) -> tuple[int, list[dict[str, Any]]]:
+    """Start ``mnemo argv``, SIGTERM it once stdout says it started; (exit code, every
+    stdout line parsed as JSON)."""
+    code, lines, err = _run_until(argv, env, watch="stdout",
+                                  running=lambda line: '"started"' in line)
+    assert lines and all(line.strip() for line in lines), (lines, err[-2000:])
+    return code, [json.loads(line) for line in lines]
 
 
 @pytest.mark.slow
@@ -224,25 +239,12 @@ def test_a_long_running_command_logging_json_says_it_runs_as_a_log_event(
     # shipper parsing the stream stopped there.
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")},
            "MNEMO_DATA_DIR": str(tmp_path / "data"), "MNEMO_LOG_LEVEL": "info"}
-    mnemo = shutil.which("mnemo", path=str(Path(sys.executable).parent)) or "mnemo"
-    proc = subprocess.Popen([mnemo, "scheduler"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    killer = threading.Timer(RUN_S, proc.kill)
-    killer.start()
-    try:
-        assert proc.stderr is not None
-        seen = []
-        for line in proc.stderr:
-            seen.append(line)
-            if '"running"' in line or "SIGTERM or Ctrl-C stops" in line:  # it runs
-                proc.send_signal(signal.SIGTERM)
-                break
-        _, rest = proc.communicate(timeout=RUN_S)
-    finally:
-        killer.cancel()
-    lines = [line for line in [*seen, *rest.splitlines()] if line.strip()]
+    code, stderr, _ = _run_until(  # it runs: the event, or the plain banner
+        ["scheduler"], env, watch="stderr",
+        running=lambda line: '"running"' in line or "SIGTERM or Ctrl-C stops" in line)
+    lines = [line for line in stderr if line.strip()]
     events = [json.loads(line) for line in lines]  # fails on a line that is not JSON
-    assert proc.returncode == 0, lines[-5:]
+    assert code == 0, lines[-5:]
     running = [e for e in events if e["event"] == "running"]
     assert len(running) == 1 and running[0]["command"] == "scheduler", lines
     assert running[0]["broker"] == "embedded" and running[0]["level"] == "info"

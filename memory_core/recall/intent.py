@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -222,7 +221,7 @@ def read_intent(text: str) -> Intent:
     terms = frozenset(stem(t) for t in query_terms(text))
     # The words saying something of the value: of its kind, or else which one.
     said = frozenset(t for t in terms if not _asks_or_dates(t))
-    kind = _value_kind(toks, _proper_names(text))
+    kind = _value_kind(toks, text)
     return Intent(first_person, MappingProxyType(predicates), tuple(dict.fromkeys(relations)),
                   terms, frozenset(relation_words), said - kind, whose_words(text),
                   (said | _KIND_CUES) & kind)
@@ -378,18 +377,19 @@ _CLAUSE_WORDS = frozenset({
     "at", "about", "from", "with", "by", "during", "regarding", "between", "after", "before"})
 
 
-def _value_kind(toks: list[str], proper: AbstractSet[str] = frozenset()) -> frozenset[str]:
+def _value_kind(toks: list[str], text: str = "") -> frozenset[str]:
     """The words naming the kind of value asked for: those after "what"/"which" up to the
     verb ("which cities has Jon visited?", "what kind of indoor activities ..."), or after
     "what is/are" and a determiner up to a clause, a preposition or a name ("what are some
-    foods that Audrey likes?", ``proper``: the query's capitalised words): they say what
-    sort of answer is wanted, not which one."""
+    foods that Audrey likes?": a word ``text`` writes with a capital): they say what sort
+    of answer is wanted, not which one."""
     out: set[str] = set()
     for i, word in enumerate(toks):
         if word not in ("what", "which"):
             continue
         rest = toks[i + 1:]
         if rest[:1] and rest[0] in _COPULAS and rest[1:2] and rest[1] in _DETERMINERS:
+            proper = _proper_names(text)
             for nxt in rest[2:]:
                 if nxt in _VERB_WORDS or nxt in _CLAUSE_WORDS or nxt in proper:
                     break

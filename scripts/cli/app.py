@@ -74,12 +74,17 @@ def click_error(e: BaseException) -> click.ClickException:
     return click.ClickException(str(wrapped))
 
 
+def _current_obj() -> Ctx | None:
+    """The running command's ``Ctx`` (its settings), if a command is running."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_object(Ctx) if ctx is not None else None
+
+
 def _close_tenants(name: str | None) -> str:
     """For a mistyped tenant, the operator's own store's tenants whose names are close, as
     `` (did you mean 'acme'?)`` (never in the library, whose callers are tenants
     themselves); empty when none is close or the store cannot be read."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_object(Ctx) if ctx is not None else None
+    obj = _current_obj()
     if name is None or obj is None:
         return ""
     from memory_core.model.tenants import list_tenants
@@ -99,8 +104,7 @@ def _close_tenants(name: str | None) -> str:
 def _locate(e: BaseException) -> StoreError:
     """Name the database behind a raw SQLite error: the one ``storage_status`` finds at
     fault (damaged first), else the error as it came."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_object(Ctx) if ctx is not None else None
+    obj = _current_obj()
     fault = fault_of(e)
     if obj is not None:
         try:
